@@ -1,0 +1,41 @@
+# Two entry points: `make demo` (set up + index the bundled samples + example searches)
+# and `make test` (set up + lint + tests). Both create ./.venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DEMO_ENV := CHROMADB_PERSIST_DIR=.tmp/demo/chroma_db BM25_PERSIST_DIR=.tmp/demo/bm25_index
+
+.PHONY: setup demo test lint format bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(DEMO_ENV) $(BIN)/rag index samples
+	$(DEMO_ENV) $(BIN)/rag search "りゅうおう"
+	$(DEMO_ENV) $(BIN)/rag search "スライムの攻撃力"
+	$(DEMO_ENV) $(BIN)/rag search "how do I run several coroutines at once?"
+	$(DEMO_ENV) $(BIN)/rag search "ロトのつるぎ" --mode separate
+	$(DEMO_ENV) $(BIN)/rag stats
+
+lint: setup
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python bench/search_latency.py
+
+clean:
+	rm -rf .tmp

@@ -1,0 +1,205 @@
+"""The `rag` command: index, add, crawl, search, delete, stats, reindex."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from rag_app.config import SettingsError, load_settings
+from rag_app.errors import RAGError
+from rag_app.index.hybrid_retriever import SEARCH_MODES
+from rag_app.knowledge import KnowledgeBase
+from rag_app.results import Hit, RetrievalResult
+
+PREVIEW_CHARS = 80
+
+
+def _progress_bar(desc: str, unit: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A tqdm bar on stderr driven by `(done, total)` callbacks."""
+    from tqdm import tqdm
+
+    bar: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        if "bar" not in bar:
+            bar["bar"] = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)
+        b = bar["bar"]
+        b.total = total
+        b.n = done
+        b.refresh()
+
+    def close() -> None:
+        if "bar" in bar:
+            bar["bar"].close()
+
+    return update, close
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+
+
+def _print_hits(title: str, hits: Sequence[Hit]) -> None:
+    print(title)
+    if not hits:
+        print("  該当する情報が見つかりませんでした (no results)")
+        return
+    for rank, h in enumerate(hits, 1):
+        where = f" [{h.heading_path}]" if h.heading_path else ""
+        print(
+            f"  {rank}. combined={_fmt(h.combined_score)} distance={_fmt(h.vector_distance)} "
+            f"bm25={_fmt(h.bm25_score, 2)}  {h.source_url}{where}"
+        )
+        print(f"     {_preview(h.text)}")
+
+
+def print_result(result: RetrievalResult) -> None:
+    """Human-readable search output: rank, scores, source, preview."""
+    if result.mode == "separate":
+        _print_hits(f"Vector results for {result.query!r}:", result.vector_hits)
+        _print_hits(f"BM25 results for {result.query!r}:", result.bm25_hits)
+    else:
+        _print_hits(f"Results for {result.query!r} ({result.mode}):", result.hits)
+    total = result.timings.get("total")
+    if total is not None:
+        print(f"  ({total:.1f} ms)")
+
+
+async def _cmd_index(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    update, close = _progress_bar("Indexing", "file")
+    try:
+        summary = await kb.index_dir(args.directory, progress=update)
+    finally:
+        close()
+    print(
+        f"Indexed {args.directory}: added={summary.added} updated={summary.updated} "
+        f"deleted={summary.deleted} unchanged={summary.unchanged} chunks={summary.chunks}"
+    )
+    for path, reason in summary.errors:
+        print(f"  error: {path}: {reason}", file=sys.stderr)
+    return 1 if summary.errors else 0
+
+
+async def _cmd_search(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    result = await kb.retrieve(args.query, n_results=args.n, mode=args.mode)
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print_result(result)
+    return 0
+
+
+async def _cmd_delete(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    removed = await kb.delete_source(args.source)
+    print(f"削除しました: {args.source} ({removed}チャンク)")
+    return 0
+
+
+async def _cmd_stats(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    stats = await kb.stats()
+    if args.json:
+        print(json.dumps(stats.to_dict(), ensure_ascii=False, indent=2))
+        return 0
+    print("ナレッジベース統計:")
+    print(f"     総チャンク数: {stats.total_chunks}")
+    print(f"     ソースURL数: {len(stats.sources)}")
+    print(f"     Embedding: {stats.embedding_model} ({stats.embedding_dimension} dims)")
+    print(f"     BM25 documents: {stats.bm25_documents}")
+    print(f"     Vector store: {stats.vector_store}")
+    for src in stats.sources:
+        print(f"       - {src}")
+    return 0
+
+
+async def _cmd_reindex(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    update, close = _progress_bar("Re-embedding", "chunk")
+    try:
+        count = await kb.reindex(progress=update)
+    finally:
+        close()
+    print(f"Re-embedded {count} chunks with {kb.settings.embedding_model_name}.")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[KnowledgeBase, argparse.Namespace], Awaitable[int]]] = {
+    "index": _cmd_index,
+    "search": _cmd_search,
+    "delete": _cmd_delete,
+    "stats": _cmd_stats,
+    "reindex": _cmd_reindex,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rag", description="Knowledge base: index, crawl and search web pages and documents."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log INFO messages")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("index", help="index a folder of .md/.html/.txt files (incremental)")
+    p.add_argument("directory")
+
+    p = sub.add_parser("search", help="search the knowledge base")
+    p.add_argument("query")
+    p.add_argument("-n", type=int, default=None, help="number of results (RAG_RETRIEVAL_COUNT)")
+    p.add_argument("--mode", choices=SEARCH_MODES, default=None)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("delete", help="delete a source (URL or file path)")
+    p.add_argument("source")
+
+    p = sub.add_parser("stats", help="show totals and sources")
+    p.add_argument("--json", action="store_true")
+
+    sub.add_parser("reindex", help="re-embed stored text after an embedding model change")
+    return parser
+
+
+def _configure_logging(verbose: bool, debug: bool) -> None:
+    level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("rag_app").setLevel(level)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    _configure_logging(args.verbose, settings.rag_debug_log_enabled)
+    kb = KnowledgeBase(settings)
+    try:
+        return await COMMANDS[args.command](kb, args)
+    finally:
+        await kb.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `rag`; errors are one line on stderr and a non-zero exit."""
+    args = build_parser().parse_args(argv)
+    if getattr(args, "query", None) is not None and not args.query.strip():
+        print("error: the query is empty; type what you are looking for.", file=sys.stderr)
+        return 2
+    if getattr(args, "n", None) is not None and not 1 <= args.n <= 100:
+        print("error: -n must be between 1 and 100.", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_run(args))
+    except (RAGError, SettingsError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

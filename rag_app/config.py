@@ -1,0 +1,140 @@
+"""RAGSettings: every setting in one place, read from env > `.env` > defaults.
+
+Invalid values fail at start-up with one sentence naming the variable
+(`SettingsError`), never a pydantic traceback.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+EmbeddingProvider = Literal["builtin", "local", "online"]
+BUILTIN_MODEL_NAME = "multilingual-e5-small"
+DEFAULT_LMSTUDIO_BASE_URL = "http://localhost:1234/v1"
+
+
+class SettingsError(ValueError):
+    """A setting is invalid; the message is one sentence naming the variable."""
+
+
+class RAGSettings(BaseSettings):
+    """All knobs of the knowledge base; names follow the environment variables."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        case_sensitive=False,
+    )
+
+    # Embedding
+    embedding_provider: EmbeddingProvider = "builtin"
+    embedding_model_local: str = "nomic-embed-text"
+    embedding_model_online: str = "text-embedding-3-small"
+    embedding_prefix_enabled: bool = True
+    embedding_batch_size: int = Field(100, ge=1, le=100)
+    embedding_timeout_sec: float = Field(60.0, gt=0)
+    embedding_max_retries: int = Field(3, ge=0, le=10)
+    lmstudio_base_url: str = DEFAULT_LMSTUDIO_BASE_URL
+    openai_api_key: str = ""
+    openai_base_url: str | None = None
+
+    # Storage
+    chromadb_persist_dir: str = "./chroma_db"
+    bm25_persist_dir: str = "./bm25_index"
+    chroma_host: str | None = None
+    chroma_port: int = Field(8000, ge=1, le=65535)
+    rag_collection_name: str = "knowledge"
+
+    # Chunking
+    rag_chunk_size: int = Field(200, ge=20, le=8000)
+    rag_chunk_overlap: int = Field(30, ge=0)
+
+    # Retrieval
+    rag_retrieval_count: int = Field(3, ge=1, le=100)
+    rag_similarity_threshold: float | None = Field(None, ge=0.0, le=2.0)
+    rag_hybrid_search_enabled: bool = True
+    rag_vector_weight: float = Field(0.90, ge=0.0, le=1.0)
+    rag_bm25_k1: float = Field(2.5, ge=0.0)
+    rag_bm25_b: float = Field(0.50, ge=0.0, le=1.0)
+    rag_min_combined_score: float | None = Field(None, ge=0.0, le=1.0)
+
+    # Crawling
+    rag_max_crawl_pages: int = Field(50, ge=1, le=10000)
+    rag_crawl_delay_sec: float = Field(1.0, ge=0.0)
+    rag_crawl_timeout_sec: float = Field(30.0, gt=0)
+    rag_crawl_concurrency: int = Field(4, ge=1, le=64)
+    rag_max_page_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+    rag_follow_redirects: bool = False
+    rag_allow_private_network: bool = False
+    rag_user_agent: str = "RagKnowledgeBot/0.1"
+    rag_respect_robots_txt: bool = True
+    rag_robots_txt_cache_ttl: int = Field(3600, ge=0)
+
+    # URL safety (Google Safe Browsing Lookup API v4)
+    rag_url_safety_check: bool = False
+    google_safe_browsing_api_key: str = ""
+    rag_url_safety_cache_ttl: int = Field(300, ge=0)
+    rag_url_safety_fail_open: bool = True
+    rag_url_safety_timeout: float = Field(5.0, gt=0)
+    rag_url_safety_api_url: str = "https://safebrowsing.googleapis.com/v4/threatMatches:find"
+
+    # Diagnostics
+    rag_debug_log_enabled: bool = False
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> RAGSettings:
+        if self.rag_chunk_overlap >= self.rag_chunk_size:
+            raise ValueError(
+                f"RAG_CHUNK_OVERLAP ({self.rag_chunk_overlap}) must be smaller than "
+                f"RAG_CHUNK_SIZE ({self.rag_chunk_size})"
+            )
+        if self.embedding_provider == "online" and not self.openai_api_key:
+            raise ValueError(
+                "EMBEDDING_PROVIDER=online needs OPENAI_API_KEY; set it or use "
+                "EMBEDDING_PROVIDER=builtin"
+            )
+        if self.rag_url_safety_check and not self.google_safe_browsing_api_key:
+            raise ValueError(
+                "RAG_URL_SAFETY_CHECK=true needs GOOGLE_SAFE_BROWSING_API_KEY; set it or "
+                "turn the check off"
+            )
+        return self
+
+    @property
+    def embedding_model_name(self) -> str:
+        """The model the collection is built with (recorded in its metadata)."""
+        if self.embedding_provider == "builtin":
+            return BUILTIN_MODEL_NAME
+        if self.embedding_provider == "local":
+            return self.embedding_model_local
+        return self.embedding_model_online
+
+
+def _one_line(err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = [str(part) for part in first.get("loc", ()) if part != "__root__"]
+    msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    if not loc:
+        return f"Invalid setting: {msg}."
+    name = loc[0].upper()
+    value = first.get("input")
+    return f"Invalid setting {name}={value!r}: {msg}."
+
+
+def load_settings(**overrides: object) -> RAGSettings:
+    """Build settings or raise `SettingsError` with one clear sentence."""
+    try:
+        return RAGSettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as err:
+        raise SettingsError(_one_line(err)) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> RAGSettings:
+    """Process-wide settings (cached)."""
+    return load_settings()

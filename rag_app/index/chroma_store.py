@@ -1,0 +1,234 @@
+"""Chroma-backed storage: the chunk collection (via LlamaIndex's ChromaVectorStore)
+and a small sources collection that records what each source was ingested as.
+
+Embedded `PersistentClient` by default; a Chroma server when `CHROMA_HOST` is set.
+The chunk collection records its embedding model and dimension and refuses a mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import chromadb
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
+from llama_index.core.schema import BaseNode, TextNode
+from llama_index.core.vector_stores.types import VectorStoreQuery
+from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+from llama_index.vector_stores.chroma import ChromaVectorStore
+
+from rag_app.config import RAGSettings
+from rag_app.errors import EmbeddingMismatchError, StoreUnavailableError
+
+logger = logging.getLogger(__name__)
+
+MODEL_KEY = "embedding_model"
+DIM_KEY = "embedding_dimension"
+_BATCH = 2000
+
+
+@dataclass
+class SourceRecord:
+    """What a source (URL or file path) was last ingested as."""
+
+    source: str
+    title: str = ""
+    content_hash: str = ""
+    chunk_count: int = 0
+    indexed_at: str = ""
+    kind: str = "web"
+    etag: str = ""
+    last_modified: str = ""
+    mtime: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_metadata(self) -> dict[str, str | int | float]:
+        data = asdict(self)
+        data["extra"] = json.dumps(self.extra, ensure_ascii=False)
+        return data
+
+    @classmethod
+    def from_metadata(cls, meta: dict[str, Any]) -> SourceRecord:
+        data = dict(meta)
+        raw_extra = data.pop("extra", "{}")
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known, extra=json.loads(raw_extra or "{}"))
+
+
+def make_client(settings: RAGSettings) -> ClientAPI:
+    """A Chroma client: HTTP when `CHROMA_HOST` is set, else embedded on disk."""
+    try:
+        if settings.chroma_host:
+            return chromadb.HttpClient(host=settings.chroma_host, port=settings.chroma_port)
+        return chromadb.PersistentClient(path=settings.chromadb_persist_dir)
+    except Exception as err:  # chromadb raises many types for the same situation
+        where = (
+            f"the Chroma server at {settings.chroma_host}:{settings.chroma_port}"
+            if settings.chroma_host
+            else f"the Chroma directory {settings.chromadb_persist_dir}"
+        )
+        raise StoreUnavailableError(
+            f"Could not open {where} ({err}); check CHROMA_HOST/CHROMA_PORT or "
+            "CHROMADB_PERSIST_DIR."
+        ) from err
+
+
+def distance_from_similarity(similarity: float) -> float:
+    """Undo ChromaVectorStore's `exp(-distance)` to get the cosine distance back."""
+    return -math.log(similarity) if similarity > 0 else float("inf")
+
+
+class ChromaStore:
+    """Chunks and source records in Chroma, with the model/dimension guard."""
+
+    def __init__(
+        self,
+        client: ClientAPI,
+        collection_name: str,
+        *,
+        model_name: str,
+        dimension: int,
+        check_model: bool = True,
+    ) -> None:
+        self.client = client
+        self.check_model = check_model
+        self.model_name = model_name
+        self.dimension = dimension
+        self.collection = self._open_chunks(collection_name)
+        self.sources_collection: Collection = client.get_or_create_collection(
+            f"{collection_name}_sources", embedding_function=None
+        )
+        self.vector_store = ChromaVectorStore(chroma_collection=self.collection)
+
+    def _open_chunks(self, name: str) -> Collection:
+        wanted = {MODEL_KEY: self.model_name, DIM_KEY: self.dimension}
+        col = self.client.get_or_create_collection(
+            name,
+            metadata=wanted,
+            configuration={"hnsw": {"space": "cosine"}},
+            embedding_function=None,
+        )
+        meta = col.metadata or {}
+        have_model, have_dim = meta.get(MODEL_KEY), meta.get(DIM_KEY)
+        if (have_model, have_dim) != (self.model_name, self.dimension):
+            if col.count() == 0:
+                col.modify(metadata=wanted)
+            elif self.check_model:
+                raise EmbeddingMismatchError(
+                    f"The knowledge base was built with embedding model {have_model!r} "
+                    f"({have_dim} dims) but {self.model_name!r} ({self.dimension} dims) is "
+                    "configured; run `rag reindex` to re-embed the stored text, or switch "
+                    "EMBEDDING_PROVIDER back."
+                )
+        return col
+
+    def adopt_model(self, model_name: str, dimension: int) -> None:
+        """Record a new embedding model after a full re-embed (`rag reindex`)."""
+        self.model_name, self.dimension = model_name, dimension
+        self.collection.modify(metadata={MODEL_KEY: model_name, DIM_KEY: dimension})
+
+    # --- chunks -----------------------------------------------------------
+    def count(self) -> int:
+        return self.collection.count()
+
+    def upsert_nodes(self, nodes: Sequence[BaseNode]) -> None:
+        """Write nodes that carry embeddings (insert or replace by id)."""
+        for start in range(0, len(nodes), _BATCH):
+            batch = nodes[start : start + _BATCH]
+            self.collection.upsert(
+                ids=[n.node_id for n in batch],
+                embeddings=[n.get_embedding() for n in batch],
+                documents=[n.get_content() for n in batch],
+                metadatas=[
+                    node_to_metadata_dict(n, remove_text=True, flat_metadata=True) for n in batch
+                ],
+            )
+
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        for start in range(0, len(ids), _BATCH):
+            self.vector_store.delete_nodes(node_ids=list(ids[start : start + _BATCH]))
+
+    def ids_for_source(self, source: str) -> list[str]:
+        got = self.collection.get(where={"source_url": source}, include=[])
+        return list(got["ids"])
+
+    def existing_embeddings(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """Stored embeddings for those of `ids` that exist."""
+        if not ids:
+            return {}
+        got = self.collection.get(ids=list(ids), include=["embeddings"])
+        embs = got.get("embeddings")
+        if embs is None:
+            return {}
+        return {i: [float(x) for x in e] for i, e in zip(got["ids"], embs, strict=True)}
+
+    def get_nodes(self, ids: Sequence[str]) -> list[TextNode]:
+        if not ids:
+            return []
+        got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
+        return [
+            self._to_node(i, d, m)
+            for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+        ]
+
+    def iter_nodes(self, batch: int = _BATCH) -> Iterator[TextNode]:
+        """Every stored chunk (text + metadata), for BM25 rebuild and reindex."""
+        offset = 0
+        while True:
+            got = self.collection.get(
+                limit=batch, offset=offset, include=["documents", "metadatas"]
+            )
+            if not got["ids"]:
+                return
+            for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+                yield self._to_node(i, d, m)
+            offset += len(got["ids"])
+
+    @staticmethod
+    def _to_node(node_id: str, text: str | None, meta: Any) -> TextNode:
+        node = metadata_dict_to_node(dict(meta or {}), text=text or "")
+        node.id_ = node_id
+        return node  # type: ignore[return-value]
+
+    def query(self, embedding: Sequence[float], top_k: int) -> list[tuple[TextNode, float]]:
+        """Nearest chunks as (node, cosine distance), best first."""
+        if top_k <= 0 or self.count() == 0:
+            return []
+        result = self.vector_store.query(
+            VectorStoreQuery(query_embedding=list(embedding), similarity_top_k=top_k)
+        )
+        sims = result.similarities or []
+        return [
+            (node, distance_from_similarity(s))  # type: ignore[misc]
+            for node, s in zip(result.nodes or [], sims, strict=True)
+        ]
+
+    # --- sources ----------------------------------------------------------
+    def get_source(self, source: str) -> SourceRecord | None:
+        got = self.sources_collection.get(ids=[source], include=["metadatas"])
+        if not got["ids"]:
+            return None
+        return SourceRecord.from_metadata(dict(got["metadatas"][0] or {}))
+
+    def put_source(self, record: SourceRecord) -> None:
+        self.sources_collection.upsert(
+            ids=[record.source], embeddings=[[0.0]], metadatas=[record.to_metadata()]
+        )
+
+    def delete_source_record(self, source: str) -> None:
+        self.sources_collection.delete(ids=[source])
+
+    def list_sources(self) -> list[SourceRecord]:
+        out: list[SourceRecord] = []
+        offset = 0
+        while True:
+            got = self.sources_collection.get(limit=_BATCH, offset=offset, include=["metadatas"])
+            if not got["ids"]:
+                return sorted(out, key=lambda r: r.source)
+            out.extend(SourceRecord.from_metadata(dict(m or {})) for m in got["metadatas"])
+            offset += len(got["ids"])

@@ -1,0 +1,193 @@
+"""HybridRetriever: vector (Chroma) + BM25 candidates fused by min–max + convex combination.
+
+A LlamaIndex `BaseRetriever`, so evaluators and query engines can use it; `search()`
+gives the richer outcome (separate lists, raw scores, step timings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from rag_app.index.bm25_index import BM25Index
+from rag_app.index.chroma_store import ChromaStore
+from rag_app.index.fusion import fetch_count, fuse
+from rag_app.timing import timer
+
+logger = logging.getLogger(__name__)
+
+SearchMode = Literal["fused", "vector", "bm25", "separate"]
+SEARCH_MODES: tuple[str, ...] = ("fused", "vector", "bm25", "separate")
+
+
+@dataclass
+class SearchOutcome:
+    """Ranked nodes (`fused`) plus the raw per-side lists and step timings in ms."""
+
+    mode: str
+    fused: list[NodeWithScore] = field(default_factory=list)
+    vector: list[NodeWithScore] = field(default_factory=list)
+    bm25: list[NodeWithScore] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _scored(
+    node: TextNode,
+    score: float,
+    *,
+    vector_distance: float | None,
+    bm25_score: float | None,
+    combined_score: float | None,
+) -> NodeWithScore:
+    """A fresh node copy carrying its scores in metadata (sub-results stay untouched)."""
+    copy = node.model_copy(deep=False)
+    meta = dict(node.metadata)
+    meta["vector_distance"] = vector_distance
+    meta["bm25_score"] = bm25_score
+    meta["combined_score"] = combined_score
+    copy.metadata = meta
+    return NodeWithScore(node=copy, score=score)
+
+
+class HybridRetriever(BaseRetriever):
+    """Fusion retriever of spec 000: `alpha * vector + (1 - alpha) * bm25` after min–max."""
+
+    def __init__(
+        self,
+        store: ChromaStore,
+        bm25: BM25Index,
+        embed_model: BaseEmbedding,
+        *,
+        similarity_top_k: int = 3,
+        vector_weight: float = 0.9,
+        similarity_threshold: float | None = None,
+        min_combined_score: float | None = None,
+        mode: SearchMode = "fused",
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.bm25 = bm25
+        self.embed_model = embed_model
+        self.similarity_top_k = similarity_top_k
+        self.vector_weight = vector_weight
+        self.similarity_threshold = similarity_threshold
+        self.min_combined_score = min_combined_score
+        self.mode: SearchMode = mode
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return asyncio.run(self._aretrieve(query_bundle))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        outcome = await self.search(query_bundle.query_str)
+        return outcome.fused
+
+    async def search(
+        self, query: str, n_results: int | None = None, mode: SearchMode | None = None
+    ) -> SearchOutcome:
+        """Run one query; `mode` picks fused / vector / bm25 / separate."""
+        n = n_results or self.similarity_top_k
+        mode = mode or self.mode
+        outcome = SearchOutcome(mode=mode)
+        t = outcome.timings
+        k = fetch_count(n)
+        with timer("total", t, logger):
+            vec_raw: list[tuple[TextNode, float]] = []
+            bm_raw: list[tuple[str, float]] = []
+            want_vec = mode in ("fused", "vector", "separate")
+            want_bm = mode in ("fused", "bm25", "separate")
+
+            async def vector_side() -> list[tuple[TextNode, float]]:
+                with timer("query_embedding", t, logger):
+                    emb = await self.embed_model.aget_query_embedding(query)
+                with timer("vector_query", t, logger):
+                    return await asyncio.to_thread(self.store.query, emb, k)
+
+            async def bm25_side() -> list[tuple[str, float]]:
+                with timer("bm25_query", t, logger):
+                    return await asyncio.to_thread(self.bm25.search, query, k)
+
+            if want_vec and want_bm:
+                vec_raw, bm_raw = await asyncio.gather(vector_side(), bm25_side())
+            elif want_vec:
+                vec_raw = await vector_side()
+            elif want_bm:
+                bm_raw = await bm25_side()
+
+            with timer("fusion", t, logger):
+                nodes = {node.node_id: node for node, _ in vec_raw}
+                distances = {node.node_id: d for node, d in vec_raw}
+                bm25_scores = dict(bm_raw)
+                missing = [i for i in bm25_scores if i not in nodes]
+            if missing:
+                with timer("fetch_nodes", t, logger):
+                    fetched = await asyncio.to_thread(self.store.get_nodes, missing)
+                nodes.update({node.node_id: node for node in fetched})
+            with timer("fusion", t, logger):
+                self._fill(outcome, mode, n, nodes, distances, bm25_scores)
+        return outcome
+
+    def _fill(
+        self,
+        outcome: SearchOutcome,
+        mode: str,
+        n: int,
+        nodes: dict[str, TextNode],
+        distances: dict[str, float],
+        bm25_scores: dict[str, float],
+    ) -> None:
+        thr = self.similarity_threshold
+        if mode in ("vector", "separate"):
+            ranked = sorted(distances.items(), key=lambda kv: kv[1])
+            outcome.vector = [
+                _scored(
+                    nodes[i],
+                    1.0 - d,
+                    vector_distance=d,
+                    bm25_score=bm25_scores.get(i),
+                    combined_score=None,
+                )
+                for i, d in ranked
+                if i in nodes and (thr is None or d <= thr)
+            ][:n]
+        if mode in ("bm25", "separate"):
+            ranked_b = sorted(bm25_scores.items(), key=lambda kv: -kv[1])
+            outcome.bm25 = [
+                _scored(
+                    nodes[i],
+                    s,
+                    vector_distance=distances.get(i),
+                    bm25_score=s,
+                    combined_score=None,
+                )
+                for i, s in ranked_b
+                if i in nodes
+            ][:n]
+        if mode == "fused":
+            fused = fuse(
+                {i: d for i, d in distances.items() if i in nodes},
+                {i: s for i, s in bm25_scores.items() if i in nodes},
+                vector_weight=self.vector_weight,
+                n_results=n,
+                similarity_threshold=thr,
+                min_combined_score=self.min_combined_score,
+            )
+            outcome.fused = [
+                _scored(
+                    nodes[f.node_id],
+                    f.combined_score,
+                    vector_distance=f.vector_distance,
+                    bm25_score=f.bm25_score,
+                    combined_score=f.combined_score,
+                )
+                for f in fused
+            ]
+        elif mode == "vector":
+            outcome.fused = outcome.vector
+        elif mode == "bm25":
+            outcome.fused = outcome.bm25

@@ -1,0 +1,415 @@
+"""KnowledgeBase: the one orchestration point — ingest, retrieve, delete, stats, reindex.
+
+Writes are serialised by one lock; re-ingesting a source writes the new chunks first
+and removes stale ones after, so a failure never loses what was stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from llama_index.core import Document
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.schema import BaseNode, NodeWithScore
+
+from rag_app.config import RAGSettings, get_settings
+from rag_app.embeddings import get_embed_model
+from rag_app.errors import EmptyQueryError, RAGError, UnknownSourceError
+from rag_app.index.bm25_index import BM25Document, BM25Index
+from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
+from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
+from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
+from rag_app.local_files import read_local_document, scan_dir
+from rag_app.parsing.router import StructuredNodeParser
+from rag_app.results import (
+    DirIndexSummary,
+    Hit,
+    IngestResult,
+    KBStats,
+    RetrievalResult,
+)
+
+logger = logging.getLogger("rag_app.knowledge")
+retrieval_log = logging.getLogger("rag_app.retrieval")
+
+Progress = Callable[[int, int], None]
+
+
+def content_hash(title: str, text: str) -> str:
+    """Hash of what a source's chunks are built from."""
+    return hashlib.sha256(f"{title}\x00{text}".encode()).hexdigest()
+
+
+def bm25_text(node: BaseNode) -> str:
+    """What BM25 indexes for a chunk: page title and heading path make exact names findable."""
+    meta = node.metadata
+    parts = [str(meta.get("title", "")), str(meta.get("heading_path", "")), node.get_content()]
+    return "\n".join(p for p in parts if p)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _embedding_dimension(model: BaseEmbedding) -> int:
+    dim = getattr(model, "dimension", None)
+    if isinstance(dim, int) and dim > 0:
+        return dim
+    return len(model.get_query_embedding("dimension probe"))
+
+
+class KnowledgeBase:
+    """Everything a user can do with the knowledge base, behind async methods."""
+
+    def __init__(
+        self,
+        settings: RAGSettings | None = None,
+        *,
+        embed_model: BaseEmbedding | None = None,
+        client: Any | None = None,
+    ) -> None:
+        self.settings = settings or get_settings()
+        self.embed_model = embed_model or get_embed_model(self.settings)
+        self._client = client
+        self._store: ChromaStore | None = None
+        self._bm25: BM25Index | None = None
+        self._write_lock = asyncio.Lock()
+        self._open_lock = asyncio.Lock()
+        self.parser = StructuredNodeParser.from_settings(self.settings)
+
+    # --- opening ----------------------------------------------------------
+    async def open(self) -> KnowledgeBase:
+        """Open Chroma and BM25 (idempotent); rebuild BM25 from Chroma if it is off."""
+        async with self._open_lock:
+            if self._store is None:
+                await asyncio.to_thread(self._open_sync)
+        return self
+
+    def _open_sync(self) -> None:
+        s = self.settings
+        client = self._client or make_client(s)
+        dim = _embedding_dimension(self.embed_model)
+        store = ChromaStore(
+            client, s.rag_collection_name, model_name=s.embedding_model_name, dimension=dim
+        )
+        bm25 = BM25Index(
+            None if self._client is not None and not s.bm25_persist_dir else s.bm25_persist_dir,
+            k1=s.rag_bm25_k1,
+            b=s.rag_bm25_b,
+        )
+        count = store.count()
+        if bm25.needs_rebuild or len(bm25) != count:
+            logger.warning(
+                "BM25 index has %d documents but Chroma has %d chunks; rebuilding it from Chroma.",
+                len(bm25),
+                count,
+            )
+            bm25.rebuild([self._bm25_doc(n) for n in store.iter_nodes()])
+        self._store, self._bm25 = store, bm25
+
+    @property
+    def store(self) -> ChromaStore:
+        if self._store is None:
+            raise RuntimeError("KnowledgeBase.open() must be awaited first")
+        return self._store
+
+    @property
+    def bm25(self) -> BM25Index:
+        if self._bm25 is None:
+            raise RuntimeError("KnowledgeBase.open() must be awaited first")
+        return self._bm25
+
+    def retriever(
+        self, n_results: int | None = None, mode: SearchMode | None = None
+    ) -> HybridRetriever:
+        """A LlamaIndex retriever over this knowledge base (for evaluators, engines)."""
+        s = self.settings
+        default_mode: SearchMode = "fused" if s.rag_hybrid_search_enabled else "vector"
+        return HybridRetriever(
+            self.store,
+            self.bm25,
+            self.embed_model,
+            similarity_top_k=n_results or s.rag_retrieval_count,
+            vector_weight=s.rag_vector_weight,
+            similarity_threshold=s.rag_similarity_threshold,
+            min_combined_score=s.rag_min_combined_score,
+            mode=mode or default_mode,
+        )
+
+    @staticmethod
+    def _bm25_doc(node: BaseNode) -> BM25Document:
+        return BM25Document(id=node.node_id, text=bm25_text(node), metadata=dict(node.metadata))
+
+    # --- ingest -----------------------------------------------------------
+    async def ingest_text(
+        self,
+        source: str,
+        text: str,
+        *,
+        title: str = "",
+        kind: str = "web",
+        metadata: dict[str, Any] | None = None,
+        record_fields: dict[str, Any] | None = None,
+    ) -> IngestResult:
+        """Ingest one source's text, replacing what was stored for it.
+
+        Same content hash as last time → nothing is parsed or embedded.
+        """
+        await self.open()
+        digest = content_hash(title, text)
+        async with self._write_lock:
+            old = await asyncio.to_thread(self.store.get_source, source)
+            if old is not None and old.content_hash == digest:
+                if record_fields:
+                    for key, value in record_fields.items():
+                        setattr(old, key, value)
+                    await asyncio.to_thread(self.store.put_source, old)
+                return IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
+            now = _now()
+            doc_meta: dict[str, Any] = {
+                "source_url": source,
+                "title": title,
+                "indexed_at": now,
+                **(metadata or {}),
+            }
+            doc = Document(text=text, id_=source, metadata=doc_meta)
+            doc.excluded_embed_metadata_keys = list(doc_meta)
+            doc.excluded_llm_metadata_keys = list(doc_meta)
+            embedder = EmbedMissing(self.embed_model, self.store.existing_embeddings)
+            pipeline = IngestionPipeline(
+                transformations=[self.parser, AssignStableIds(), embedder],
+                disable_cache=True,
+            )
+            nodes = await pipeline.arun(documents=[doc])
+            removed = await asyncio.to_thread(self._replace_sync, source, nodes)
+            record = SourceRecord(
+                source=source,
+                title=title,
+                content_hash=digest,
+                chunk_count=len(nodes),
+                indexed_at=now,
+                kind=kind,
+                **(record_fields or {}),
+            )
+            await asyncio.to_thread(self.store.put_source, record)
+        logger.info(
+            "Ingested %s: %d chunks (%d embedded, %d stale removed)",
+            source,
+            len(nodes),
+            embedder.embedded,
+            removed,
+        )
+        return IngestResult(
+            source=source, chunks=len(nodes), embedded=embedder.embedded, removed=removed
+        )
+
+    def _replace_sync(self, source: str, nodes: Sequence[BaseNode]) -> int:
+        """New chunks first, stale ones after: a failure never loses stored knowledge."""
+        before = set(self.store.ids_for_source(source))
+        if nodes:
+            self.store.upsert_nodes(nodes)
+            self.bm25.add([self._bm25_doc(n) for n in nodes])
+        stale = sorted(before - {n.node_id for n in nodes})
+        if stale:
+            self.store.delete_ids(stale)
+            self.bm25.delete_ids(stale)
+        return len(stale)
+
+    async def index_dir(
+        self, path: str | Path, progress: Progress | None = None
+    ) -> DirIndexSummary:
+        """Index a folder of .md/.markdown/.html/.htm/.txt files incrementally.
+
+        mtime first, then content hash; files gone from the folder are pruned.
+        """
+        root = Path(path).expanduser()
+        if not root.is_dir():
+            raise RAGError(f"{path} is not a directory; give a folder of .md/.html/.txt files.")
+        await self.open()
+        root = root.resolve()
+        files = await asyncio.to_thread(scan_dir, root)
+        prefix = root.as_uri().rstrip("/") + "/"
+        known = {
+            r.source: r
+            for r in await asyncio.to_thread(self.store.list_sources)
+            if r.kind == "file" and r.source.startswith(prefix)
+        }
+        summary = DirIndexSummary()
+        total = len(files)
+        for done, file in enumerate(files, start=1):
+            uri = file.as_uri()
+            old = known.pop(uri, None)
+            try:
+                mtime = file.stat().st_mtime
+                if old is not None and old.mtime == mtime:
+                    summary.unchanged += 1
+                    summary.chunks += old.chunk_count
+                else:
+                    title, text = await asyncio.to_thread(read_local_document, file)
+                    result = await self.ingest_text(
+                        uri, text, title=title, kind="file", record_fields={"mtime": mtime}
+                    )
+                    summary.chunks += result.chunks
+                    if result.unchanged:
+                        summary.unchanged += 1
+                    elif old is None:
+                        summary.added += 1
+                    else:
+                        summary.updated += 1
+            except (OSError, UnicodeError, RAGError) as err:
+                summary.errors.append((str(file), str(err)))
+            if progress:
+                progress(done, total)
+        for gone in known:
+            await self.delete_source(gone)
+            summary.deleted += 1
+        return summary
+
+    # --- retrieve ---------------------------------------------------------
+    async def retrieve(
+        self, query: str, n_results: int | None = None, mode: str | None = None
+    ) -> RetrievalResult:
+        """Search; `mode` is fused (default with hybrid on), vector, bm25 or separate."""
+        if not query or not query.strip():
+            raise EmptyQueryError("The query is empty; type what you are looking for.")
+        if mode is not None and mode not in SEARCH_MODES:
+            raise RAGError(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
+        if n_results is not None and not 1 <= n_results <= 100:
+            raise RAGError(f"n_results must be between 1 and 100, got {n_results}.")
+        await self.open()
+        retriever = self.retriever(n_results=n_results)
+        outcome = await retriever.search(query.strip(), mode=mode)  # type: ignore[arg-type]
+        result = RetrievalResult(
+            query=query,
+            mode=outcome.mode,
+            hits=[Hit.from_node(n) for n in outcome.fused],
+            vector_hits=[Hit.from_node(n) for n in outcome.vector],
+            bm25_hits=[Hit.from_node(n) for n in outcome.bm25],
+            timings=outcome.timings,
+        )
+        self._log_retrieval(result, outcome.fused or [*outcome.vector, *outcome.bm25])
+        return result
+
+    def _log_retrieval(self, result: RetrievalResult, nodes: list[NodeWithScore]) -> None:
+        if not self.settings.rag_debug_log_enabled:
+            return
+        retrieval_log.info('RAG retrieve: query="%s" mode=%s', result.query, result.mode)
+        for rank, hit in enumerate(result.hits or [*result.vector_hits, *result.bm25_hits], 1):
+            retrieval_log.info(
+                'RAG result %d: combined=%.3f distance=%s bm25=%s source="%s"',
+                rank,
+                hit.combined_score,
+                "-" if hit.vector_distance is None else f"{hit.vector_distance:.3f}",
+                "-" if hit.bm25_score is None else f"{hit.bm25_score:.3f}",
+                hit.source_url,
+            )
+            retrieval_log.debug('RAG result %d text: "%s"', rank, hit.text[:100])
+        retrieval_log.debug(
+            "RAG timings (ms): %s",
+            ", ".join(f"{k}={v:.1f}" for k, v in result.timings.items()),
+        )
+
+    # --- delete / stats ---------------------------------------------------
+    def _resolve_source(self, source: str) -> str:
+        if "://" in source:
+            return source
+        path = Path(source).expanduser()
+        return path.resolve().as_uri() if path.exists() or path.is_absolute() else source
+
+    async def delete_source(self, source: str) -> int:
+        """Remove a source's chunks; unknown source → `UnknownSourceError`."""
+        if not source or not source.strip():
+            raise RAGError("No source given; pass the URL or file path to delete.")
+        await self.open()
+        key = self._resolve_source(source.strip())
+        async with self._write_lock:
+            ids = await asyncio.to_thread(self.store.ids_for_source, key)
+            record = await asyncio.to_thread(self.store.get_source, key)
+            if not ids and record is None:
+                raise UnknownSourceError(
+                    f"Nothing is stored for {source}; run `rag stats` to list the sources."
+                )
+            await asyncio.to_thread(self._delete_sync, key, ids)
+        logger.info("Deleted %s: %d chunks", key, len(ids))
+        return len(ids)
+
+    def _delete_sync(self, source: str, ids: list[str]) -> None:
+        if ids:
+            self.store.delete_ids(ids)
+            self.bm25.delete_ids(ids)
+        self.store.delete_source_record(source)
+
+    async def stats(self) -> KBStats:
+        """Totals and the list of sources."""
+        await self.open()
+        s = self.settings
+        sources = await asyncio.to_thread(self.store.list_sources)
+        return KBStats(
+            total_chunks=await asyncio.to_thread(self.store.count),
+            sources=[r.source for r in sources],
+            embedding_model=self.store.model_name,
+            embedding_dimension=self.store.dimension,
+            bm25_documents=len(self.bm25),
+            vector_store=(
+                f"chroma://{s.chroma_host}:{s.chroma_port}"
+                if s.chroma_host
+                else s.chromadb_persist_dir
+            ),
+            bm25_dir=s.bm25_persist_dir,
+        )
+
+    async def reindex(self, progress: Progress | None = None) -> int:
+        """Re-embed every stored chunk with the configured model (no re-crawl).
+
+        Builds a new collection beside the old one and swaps it in at the end, so
+        a failure leaves the old knowledge base as it was.
+        """
+        async with self._write_lock:
+            return await asyncio.to_thread(self._reindex_sync, progress)
+
+    def _reindex_sync(self, progress: Progress | None) -> int:
+        s = self.settings
+        client = self._client or make_client(s)
+        dim = _embedding_dimension(self.embed_model)
+        name = s.rag_collection_name
+        old = ChromaStore(
+            client, name, model_name=s.embedding_model_name, dimension=dim, check_model=False
+        )
+        nodes = list(old.iter_nodes())
+        tmp_name = f"{name}-reindex"
+        for leftover in (tmp_name, f"{tmp_name}_sources"):
+            if leftover in {c.name for c in client.list_collections()}:
+                client.delete_collection(leftover)
+        tmp = ChromaStore(client, tmp_name, model_name=s.embedding_model_name, dimension=dim)
+        batch = 64
+        for start in range(0, len(nodes), batch):
+            part = nodes[start : start + batch]
+            vectors = self.embed_model.get_text_embedding_batch([embed_text(n) for n in part])
+            for node, vec in zip(part, vectors, strict=True):
+                node.embedding = vec
+            tmp.upsert_nodes(part)
+            if progress:
+                progress(min(start + batch, len(nodes)), len(nodes))
+        client.delete_collection(f"{tmp_name}_sources")
+        client.delete_collection(name)
+        tmp.collection.modify(name=name)
+        self._store = None
+        self._bm25 = None
+        self._open_sync()
+        return len(nodes)
+
+    async def source_record(self, source: str) -> SourceRecord | None:
+        await self.open()
+        return await asyncio.to_thread(self.store.get_source, self._resolve_source(source))
+
+    async def aclose(self) -> None:
+        """Release resources (nothing is buffered: every write is already durable)."""
+        self._store = None
+        self._bm25 = None

@@ -1,0 +1,38 @@
+"""Local folder ingestion: which files count and how each is read into (title, text)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SUFFIXES = frozenset({".md", ".markdown", ".html", ".htm", ".txt"})
+
+
+def scan_dir(root: Path) -> list[Path]:
+    """Indexable files under `root`, sorted, hidden files and folders skipped."""
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.suffix.lower() in SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+
+
+def _markdown_title(text: str, fallback: str) -> str:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("# "):
+            return stripped[2:].strip()
+    return fallback
+
+
+def read_local_document(path: Path) -> tuple[str, str]:
+    """(title, text) of a file; HTML goes through the same extraction as crawled pages."""
+    raw = path.read_bytes()
+    if path.suffix.lower() in {".html", ".htm"}:
+        from rag_app.crawl.html_text import extract_document
+
+        page = extract_document(raw, base_url=path.as_uri())
+        return page.title or path.stem, page.text
+    text = raw.decode("utf-8", errors="replace")
+    return _markdown_title(text, path.stem), text
