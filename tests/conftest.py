@@ -1,0 +1,111 @@
+"""Shared fixtures: isolated settings, a real KnowledgeBase on the builtin model."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import PrivateAttr
+
+from rag_app.config import RAGSettings, load_settings
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "samples"
+
+_SETTING_VARS = (
+    "EMBEDDING_PROVIDER",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "CHROMA_HOST",
+    "CHROMADB_PERSIST_DIR",
+    "BM25_PERSIST_DIR",
+    "RAG_VECTOR_WEIGHT",
+    "RAG_HYBRID_SEARCH_ENABLED",
+    "RAG_SIMILARITY_THRESHOLD",
+    "RAG_MIN_COMBINED_SCORE",
+    "RAG_CHUNK_SIZE",
+    "RAG_CHUNK_OVERLAP",
+    "RAG_RETRIEVAL_COUNT",
+    "RAG_DEBUG_LOG_ENABLED",
+)
+
+
+@pytest.fixture(autouse=True)
+def _isolate_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """No developer `.env` or RAG_* variable leaks into a test; cwd is a temp dir."""
+    for var in _SETTING_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> RAGSettings:
+    return load_settings(
+        chromadb_persist_dir=str(tmp_path / "chroma_db"),
+        bm25_persist_dir=str(tmp_path / "bm25_index"),
+    )
+
+
+class CountingEmbedding(BaseEmbedding):
+    """Delegates to a real model and counts how many texts were embedded."""
+
+    _inner: BaseEmbedding = PrivateAttr()
+    _texts: int = PrivateAttr(default=0)
+
+    def __init__(self, inner: BaseEmbedding, **kwargs: Any) -> None:
+        super().__init__(model_name=inner.model_name, **kwargs)
+        self._inner = inner
+
+    @property
+    def texts(self) -> int:
+        return self._texts
+
+    @property
+    def dimension(self) -> int:
+        return int(getattr(self._inner, "dimension", 0)) or len(
+            self._inner.get_query_embedding("probe")
+        )
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._inner.get_query_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return await self._inner.aget_query_embedding(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        self._texts += 1
+        return self._inner.get_text_embedding(text)
+
+    def _get_text_embeddings(self, texts: Sequence[str]) -> list[list[float]]:  # type: ignore[override]
+        self._texts += len(texts)
+        return self._inner.get_text_embedding_batch(list(texts))
+
+    async def _aget_text_embeddings(self, texts: Sequence[str]) -> list[list[float]]:  # type: ignore[override]
+        self._texts += len(texts)
+        return await self._inner.aget_text_embedding_batch(list(texts))
+
+
+@pytest.fixture(scope="session")
+def builtin_embed() -> BaseEmbedding:
+    from rag_app.embeddings import get_embed_model
+
+    return get_embed_model(load_settings())
+
+
+@pytest.fixture
+def counting_embed(builtin_embed: BaseEmbedding) -> CountingEmbedding:
+    return CountingEmbedding(builtin_embed)
+
+
+@pytest.fixture
+async def kb(settings: RAGSettings, counting_embed: CountingEmbedding) -> AsyncIterator[Any]:
+    from rag_app.knowledge import KnowledgeBase
+
+    base = KnowledgeBase(settings, embed_model=counting_embed)
+    await base.open()
+    yield base
+    await base.aclose()

@@ -1,0 +1,60 @@
+"""The `rag` command end to end (real model, real stores, temp directories)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rag_app.cli import main
+from tests.conftest import SAMPLES
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("CHROMADB_PERSIST_DIR", str(tmp_path / "c"))
+    monkeypatch.setenv("BM25_PERSIST_DIR", str(tmp_path / "b"))
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLES, docs)
+    return docs
+
+
+def test_index_search_stats_delete(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["index", str(env)]) == 0
+    assert "added=4" in capsys.readouterr().out
+    assert main(["search", "りゅうおう", "-n", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "1. combined=" in out and "monsters.md" in out and "名前: りゅうおう" in out
+    assert main(["search", "りゅうおう", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["hits"][0]["text"].startswith("名前: りゅうおう")
+    assert main(["search", "スライム", "--mode", "separate"]) == 0
+    out = capsys.readouterr().out
+    assert "Vector results" in out and "BM25 results" in out
+    assert main(["stats"]) == 0
+    assert "ソースURL数: 4" in capsys.readouterr().out
+    assert main(["delete", str(env / "items.md")]) == 0
+    assert "削除しました" in capsys.readouterr().out
+    assert main(["stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source_count"] == 3
+
+
+def test_bad_input_is_one_line_and_nonzero(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["index", str(env / "missing")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert main(["search", "  "]) == 2
+    assert "empty" in capsys.readouterr().err
+    assert main(["delete", "https://nowhere.example/x"]) == 1
+    assert "Nothing is stored" in capsys.readouterr().err
+
+
+def test_invalid_setting_fails_with_one_line(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RAG_CHUNK_OVERLAP", "500")
+    assert main(["stats"]) == 1
+    err = capsys.readouterr().err
+    assert "RAG_CHUNK_OVERLAP" in err and err.count("\n") == 1

@@ -1,0 +1,57 @@
+"""Settings: precedence and one-line errors naming the variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rag_app.config import SettingsError, load_settings
+
+
+def test_defaults() -> None:
+    s = load_settings()
+    assert s.embedding_provider == "builtin"
+    assert (s.rag_chunk_size, s.rag_chunk_overlap, s.rag_retrieval_count) == (200, 30, 3)
+    assert s.rag_allow_private_network is False
+
+
+def test_env_beats_dotenv_beats_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("RAG_CHUNK_SIZE=300\nRAG_RETRIEVAL_COUNT=7\n")
+    monkeypatch.setenv("RAG_CHUNK_SIZE", "400")
+    s = load_settings()
+    assert s.rag_chunk_size == 400
+    assert s.rag_retrieval_count == 7
+
+
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        ({"RAG_CHUNK_OVERLAP": "200"}, "RAG_CHUNK_OVERLAP"),
+        ({"RAG_VECTOR_WEIGHT": "1.5"}, "RAG_VECTOR_WEIGHT"),
+        ({"RAG_VECTOR_WEIGHT": "-0.1"}, "RAG_VECTOR_WEIGHT"),
+        ({"RAG_SIMILARITY_THRESHOLD": "2.5"}, "RAG_SIMILARITY_THRESHOLD"),
+        ({"EMBEDDING_PROVIDER": "magic"}, "EMBEDDING_PROVIDER"),
+        ({"EMBEDDING_PROVIDER": "online"}, "OPENAI_API_KEY"),
+        ({"RAG_CHUNK_SIZE": "abc"}, "RAG_CHUNK_SIZE"),
+    ],
+)
+def test_invalid_values_fail_with_one_sentence(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], name: str
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    message = str(info.value)
+    assert name in message and "\n" not in message
+
+
+def test_env_example_lists_every_setting() -> None:
+    import re
+
+    from rag_app.config import RAGSettings
+
+    example = (Path(__file__).resolve().parent.parent / ".env.example").read_text()
+    listed = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", example, flags=re.MULTILINE))
+    assert listed == {name.upper() for name in RAGSettings.model_fields}

@@ -1,0 +1,254 @@
+"""End-to-end KnowledgeBase tests with the real builtin model, Chroma and BM25."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rag_app.config import RAGSettings
+from rag_app.errors import EmbeddingMismatchError, EmptyQueryError, RAGError, UnknownSourceError
+from rag_app.knowledge import KnowledgeBase
+from tests.conftest import SAMPLES, CountingEmbedding
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    target = tmp_path / "docs"
+    shutil.copytree(SAMPLES, target)
+    return target
+
+
+async def test_ryuuou_table_row_is_rank_one(kb: KnowledgeBase, docs: Path) -> None:
+    summary = await kb.index_dir(docs)
+    assert summary.added == 4 and not summary.errors
+    result = await kb.retrieve("りゅうおう", n_results=3)
+    top = result.hits[0]
+    assert top.text.startswith("名前: りゅうおう\n")
+    assert "HP: 90" in top.text and "MP: 75" in top.text
+    assert top.content_type == "table"
+    assert top.source_url.endswith("monsters.md")
+    assert top.vector_distance is not None and top.bm25_score is not None
+
+
+async def test_exact_proper_noun_finds_its_page(kb: KnowledgeBase, docs: Path) -> None:
+    await kb.index_dir(docs)
+    result = await kb.retrieve("ロトのしるし", n_results=3)
+    assert result.sources[0].endswith("items.md")
+    assert "ロトのしるし" in result.hits[0].text
+
+
+async def test_english_semantic_query(kb: KnowledgeBase, docs: Path) -> None:
+    await kb.index_dir(docs)
+    result = await kb.retrieve("run several coroutines at the same time", n_results=2)
+    assert result.sources[0].endswith("asyncio-guide.md")
+    assert "gather" in result.hits[0].text
+
+
+async def test_context_groups_hits_by_source(kb: KnowledgeBase, docs: Path) -> None:
+    await kb.index_dir(docs)
+    result = await kb.retrieve("りゅうおう", n_results=5)
+    ctx = result.context
+    for src in result.sources:
+        assert ctx.count(f"## Source: {src}\n") == 1
+
+
+async def test_modes(kb: KnowledgeBase, docs: Path) -> None:
+    await kb.index_dir(docs)
+    sep = await kb.retrieve("スライム", n_results=3, mode="separate")
+    assert sep.hits == [] and sep.vector_hits and sep.bm25_hits
+    assert all(h.bm25_score is not None for h in sep.bm25_hits)
+    assert all(h.vector_distance is not None for h in sep.vector_hits)
+    bm = await kb.retrieve("スライム", n_results=3, mode="bm25")
+    assert "スライム" in bm.hits[0].text
+    vec = await kb.retrieve("スライム", n_results=3, mode="vector")
+    assert len(vec.hits) == 3
+    with pytest.raises(RAGError, match="mode"):
+        await kb.retrieve("x", mode="nope")
+
+
+async def test_empty_query_is_refused(kb: KnowledgeBase) -> None:
+    with pytest.raises(EmptyQueryError):
+        await kb.retrieve("   ")
+
+
+async def test_empty_knowledge_base_returns_nothing(kb: KnowledgeBase) -> None:
+    result = await kb.retrieve("りゅうおう")
+    assert result.hits == [] and result.context == ""
+
+
+async def test_reingest_unchanged_costs_no_embedding(
+    kb: KnowledgeBase, counting_embed: CountingEmbedding
+) -> None:
+    text = (SAMPLES / "monsters.md").read_text()
+    first = await kb.ingest_text("https://example.com/monsters", text, title="モンスター図鑑")
+    assert first.embedded == first.chunks > 0
+    calls = counting_embed.texts
+    again = await kb.ingest_text("https://example.com/monsters", text, title="モンスター図鑑")
+    assert again.unchanged and counting_embed.texts == calls
+
+
+async def test_changed_page_embeds_only_new_chunks_and_drops_stale(
+    kb: KnowledgeBase, counting_embed: CountingEmbedding
+) -> None:
+    url = "https://example.com/monsters"
+    text = (SAMPLES / "monsters.md").read_text()
+    first = await kb.ingest_text(url, text, title="図鑑")
+    calls = counting_embed.texts
+    changed = text.replace("| スライム | 3 | 0 | 5 |", "| スライム | 4 | 0 | 5 |")
+    second = await kb.ingest_text(url, changed, title="図鑑")
+    assert second.chunks == first.chunks
+    assert counting_embed.texts - calls == second.embedded == 1
+    assert second.removed == 1
+    stats = await kb.stats()
+    assert stats.total_chunks == stats.bm25_documents == first.chunks
+    hit = (await kb.retrieve("スライム", n_results=1, mode="bm25")).hits[0]
+    assert "HP: 4" in hit.text
+
+
+async def test_failed_reingest_keeps_old_knowledge(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = "https://example.com/items"
+    await kb.ingest_text(url, (SAMPLES / "items.md").read_text(), title="装備")
+    before = (await kb.stats()).total_chunks
+
+    def boom(*_: Any, **__: Any) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(kb.store, "upsert_nodes", boom)
+    with pytest.raises(RuntimeError):
+        await kb.ingest_text(url, "全く別の内容です。", title="装備")
+    monkeypatch.undo()
+    assert (await kb.stats()).total_chunks == before
+    assert "ロトのつるぎ" in (await kb.retrieve("ロトのつるぎ", n_results=1)).hits[0].text
+
+
+async def test_delete_source(kb: KnowledgeBase, docs: Path) -> None:
+    await kb.index_dir(docs)
+    target = (docs / "items.md").resolve().as_uri()
+    removed = await kb.delete_source(target)
+    assert removed > 0
+    stats = await kb.stats()
+    assert target not in stats.sources
+    assert stats.total_chunks == stats.bm25_documents
+    result = await kb.retrieve("ロトのしるし", n_results=5, mode="bm25")
+    assert all(h.source_url != target for h in result.hits)
+    with pytest.raises(UnknownSourceError, match="rag stats"):
+        await kb.delete_source(target)
+
+
+async def test_delete_by_plain_path(kb: KnowledgeBase, docs: Path) -> None:
+    await kb.index_dir(docs)
+    assert await kb.delete_source(str(docs / "kyoto.html")) > 0
+
+
+async def test_index_dir_is_incremental(kb: KnowledgeBase, docs: Path) -> None:
+    first = await kb.index_dir(docs)
+    assert (first.added, first.updated, first.deleted, first.unchanged) == (4, 0, 0, 0)
+    (docs / "items.md").write_text("# 伝説の装備\n\nロトのかぶとは勇者の兜です。\n")
+    (docs / "kyoto.html").unlink()
+    (docs / "new.txt").write_text("新しいメモ。メタルスライムは逃げ足が速い。\n")
+    second = await kb.index_dir(docs)
+    assert (second.added, second.updated, second.deleted, second.unchanged) == (1, 1, 1, 2)
+    stats = await kb.stats()
+    assert len(stats.sources) == 4
+    assert stats.total_chunks == stats.bm25_documents
+    third = await kb.index_dir(docs)
+    assert (third.added, third.updated, third.deleted, third.unchanged) == (0, 0, 0, 4)
+
+
+async def test_index_dir_rejects_missing_folder(kb: KnowledgeBase, tmp_path: Path) -> None:
+    with pytest.raises(RAGError, match="not a directory"):
+        await kb.index_dir(tmp_path / "nope")
+
+
+async def test_html_file_is_extracted(kb: KnowledgeBase, docs: Path) -> None:
+    await kb.index_dir(docs)
+    result = await kb.retrieve("清水の舞台", n_results=1)
+    hit = result.hits[0]
+    assert hit.source_url.endswith("kyoto.html")
+    assert "トップ | 観光" not in hit.text  # <nav> dropped
+    assert "清水寺" in hit.heading_path
+
+
+async def test_bm25_rebuilt_when_missing(
+    settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path
+) -> None:
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.index_dir(docs)
+    total = (await kb.stats()).total_chunks
+    await kb.aclose()
+    shutil.rmtree(settings.bm25_persist_dir)
+    reopened = KnowledgeBase(settings, embed_model=counting_embed)
+    stats = await reopened.stats()
+    assert stats.bm25_documents == total > 0
+    hits = (await reopened.retrieve("りゅうおう", mode="bm25")).hits
+    assert hits and "りゅうおう" in hits[0].text
+
+
+async def test_bm25_rebuilt_when_corrupt(
+    settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path
+) -> None:
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.index_dir(docs)
+    total = (await kb.stats()).total_chunks
+    await kb.aclose()
+    for f in Path(settings.bm25_persist_dir).rglob("*"):
+        if f.is_file():
+            f.write_bytes(b"\x00garbage")
+    reopened = KnowledgeBase(settings, embed_model=counting_embed)
+    assert (await reopened.stats()).bm25_documents == total
+
+
+async def test_model_mismatch_names_reindex_and_reindex_fixes_it(
+    settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path
+) -> None:
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.index_dir(docs)
+    total = (await kb.stats()).total_chunks
+    await kb.aclose()
+    other = settings.model_copy(update={"embedding_provider": "local"})
+    with pytest.raises(EmbeddingMismatchError, match="rag reindex"):
+        await KnowledgeBase(other, embed_model=counting_embed).open()
+    fresh = KnowledgeBase(other, embed_model=counting_embed)
+    assert await fresh.reindex() == total
+    stats = await fresh.stats()
+    assert stats.embedding_model == other.embedding_model_name
+    assert stats.total_chunks == total and len(stats.sources) == 4
+    assert (await fresh.retrieve("りゅうおう")).hits[0].text.startswith("名前: りゅうおう")
+
+
+async def test_hybrid_disabled_means_vector_only(
+    settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path
+) -> None:
+    off = settings.model_copy(update={"rag_hybrid_search_enabled": False})
+    kb = KnowledgeBase(off, embed_model=counting_embed)
+    await kb.index_dir(docs)
+    result = await kb.retrieve("りゅうおう")
+    assert result.mode == "vector"
+    assert all(h.combined_score == pytest.approx(1 - h.vector_distance) for h in result.hits)
+
+
+async def test_retrieval_logging_follows_debug_switch(
+    settings: RAGSettings,
+    counting_embed: CountingEmbedding,
+    docs: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    on = settings.model_copy(update={"rag_debug_log_enabled": True})
+    kb = KnowledgeBase(on, embed_model=counting_embed)
+    await kb.index_dir(docs)
+    with caplog.at_level("DEBUG", logger="rag_app"):
+        await kb.retrieve("りゅうおう")
+    text = caplog.text
+    assert 'RAG retrieve: query="りゅうおう"' in text
+    assert "RAG result 1: combined=" in text and "monsters.md" in text
+    assert "query_embedding" in text and "bm25_query" in text
+    caplog.clear()
+    off = KnowledgeBase(settings, embed_model=counting_embed)
+    with caplog.at_level("DEBUG", logger="rag_app.retrieval"):
+        await off.retrieve("りゅうおう")
+    assert "RAG retrieve" not in caplog.text
