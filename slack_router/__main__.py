@@ -1,0 +1,49 @@
+"""`rag-slack`: run the Slack bot over Socket Mode.
+
+Configuration errors (missing tokens, broken MCP config) are one line on stderr and
+exit code 2; Slack rejecting the tokens is one line and exit code 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from slack_sdk.errors import SlackApiError
+
+from slack_router.bot import build_mcp, check_tokens, run_bot
+from slack_router.mcp_config import MCPConfigError
+from slack_router.settings import SlackSettingsError, load_slack_settings
+
+
+def _fail(message: str, code: int) -> None:
+    print(f"rag-slack: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def main() -> None:
+    """Console script entry point."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = load_slack_settings()
+        check_tokens(settings)
+        mcp = build_mcp(settings)
+    except (SlackSettingsError, MCPConfigError) as err:
+        _fail(str(err), 2)
+        return
+    try:
+        asyncio.run(run_bot(settings, mcp))
+    except KeyboardInterrupt:
+        pass
+    except SlackApiError as err:
+        code = err.response.get("error", "unknown_error") if err.response else "unknown_error"
+        _fail(
+            f"Slack refused the connection ({code}); check SLACK_BOT_TOKEN and SLACK_APP_TOKEN.", 1
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""MCPManager: connects to every configured MCP server and routes tool calls by name.
+
+Each server connection lives in its own background task that holds the MCP client in
+an `AsyncExitStack` until `close()`: the SDK's task groups must be entered and exited
+by the same task, and this lets `start()`/`close()` be called from anywhere (Bolt's
+handlers, test fixtures). A server that fails to start is logged and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import mcp_types as types
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from slack_router.mcp_config import ServerConfig, load_servers, resolve_command
+
+logger = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+
+_SDK_ERROR_PREFIX = re.compile(r"^Error executing tool \S+: ")
+_CLOSE_TIMEOUT_SEC = 10.0
+
+
+class MCPToolNotFoundError(LookupError):
+    """No running MCP server exposes the requested tool."""
+
+
+class MCPCallError(RuntimeError):
+    """The tool call could not complete (server gone, timeout, protocol error)."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returned: its text content, the error flag and structured content."""
+
+    text: str
+    is_error: bool
+    structured: dict[str, Any] | None = None
+
+
+def to_tool_result(result: types.CallToolResult) -> ToolResult:
+    """Flatten a `CallToolResult`: text blocks joined, the SDK's error prefix removed."""
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    text = "\n".join(texts).strip()
+    if result.is_error:
+        text = _SDK_ERROR_PREFIX.sub("", text)
+    structured = result.structured_content if isinstance(result.structured_content, dict) else None
+    return ToolResult(text=text, is_error=bool(result.is_error), structured=structured)
+
+
+def _one_line(err: BaseException) -> str:
+    if isinstance(err, BaseExceptionGroup) and err.exceptions:
+        return _one_line(err.exceptions[0])
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return text[:300]
+
+
+class _Connection:
+    """One server: a task that opens the client, lists tools, and waits for `stop()`."""
+
+    def __init__(self, config: ServerConfig, start_timeout: float) -> None:
+        self.config = config
+        self.client: Client | None = None
+        self.tools: list[types.Tool] = []
+        self.instructions: str | None = None
+        self.error: str | None = None
+        self._start_timeout = start_timeout
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.client is not None and self._task is not None and not self._task.done()
+
+    def _make_client(self) -> Client:
+        cfg = self.config
+        target: StdioServerParameters | str
+        if cfg.transport == "stdio":
+            assert cfg.command is not None  # checked by ServerConfig
+            target = StdioServerParameters(
+                command=resolve_command(cfg.command), args=cfg.args, env=cfg.env, cwd=cfg.cwd
+            )
+        else:
+            assert cfg.url is not None
+            target = cfg.url
+        return Client(target, read_timeout_seconds=self._start_timeout)
+
+    async def _run(self) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(self._make_client())
+                listing = await client.list_tools()
+                self.tools = list(listing.tools)
+                self.instructions = client.instructions
+                self.client = client
+                self._ready.set()
+                await self._stop.wait()
+        except Exception as err:
+            self.error = _one_line(err)
+            if not self._ready.is_set():
+                logger.error(
+                    "MCP server %r failed to start (%s); skipped", self.config.name, self.error
+                )
+            elif not self._stop.is_set():
+                logger.error("MCP server %r stopped (%s)", self.config.name, self.error)
+        finally:
+            self.client = None
+            self._ready.set()
+
+    async def start(self) -> bool:
+        """Start and wait until the tools are listed; False (logged) when it failed."""
+        self._task = asyncio.create_task(self._run(), name=f"mcp-{self.config.name}")
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout=self._start_timeout)
+        except TimeoutError:
+            logger.error(
+                "MCP server %r did not start within %g s; skipped",
+                self.config.name,
+                self._start_timeout,
+            )
+            await self._cancel()
+            return False
+        return self.alive
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is None or self._task.done():
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout=_CLOSE_TIMEOUT_SEC)
+        except TimeoutError:
+            await self._cancel()
+
+    async def _cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+
+class MCPManager:
+    """Starts the configured MCP servers and calls their tools by name.
+
+    Use as `async with MCPManager(servers) as manager:` or call `start()`/`close()`.
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[ServerConfig],
+        *,
+        start_timeout: float = 30.0,
+        tool_timeout: float | None = 1800.0,
+    ) -> None:
+        self._connections = [_Connection(cfg, start_timeout) for cfg in servers]
+        self._tool_timeout = tool_timeout
+        self._started = False
+
+    @classmethod
+    def from_config_file(cls, path: str | Path, **kwargs: Any) -> MCPManager:
+        """Build from `config/mcp_servers.json`; raises `MCPConfigError` on a broken file."""
+        return cls(load_servers(path), **kwargs)
+
+    async def start(self) -> None:
+        """Start every server concurrently; failures are logged and skipped."""
+        if self._started:
+            return
+        self._started = True
+        results = await asyncio.gather(*(conn.start() for conn in self._connections))
+        for conn, ok in zip(self._connections, results, strict=True):
+            if ok:
+                names = ", ".join(tool.name for tool in conn.tools) or "none"
+                logger.info("MCP server %r started; tools: %s", conn.config.name, names)
+
+    async def close(self) -> None:
+        """Stop every server (closes stdio pipes, ends the processes)."""
+        await asyncio.gather(*(conn.stop() for conn in self._connections))
+
+    async def __aenter__(self) -> MCPManager:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def server_names(self) -> list[str]:
+        """Names of the servers that are up."""
+        return [conn.config.name for conn in self._connections if conn.alive]
+
+    @property
+    def instructions(self) -> list[str]:
+        """Instruction texts the running servers sent at connect time."""
+        return [conn.instructions for conn in self._connections if conn.alive and conn.instructions]
+
+    def list_tools(self) -> list[types.Tool]:
+        """Every tool of every running server (first server wins on a duplicate name)."""
+        seen: dict[str, types.Tool] = {}
+        for conn in self._connections:
+            if conn.alive:
+                for tool in conn.tools:
+                    seen.setdefault(tool.name, tool)
+        return list(seen.values())
+
+    def _find(self, name: str) -> tuple[_Connection, types.Tool] | None:
+        for conn in self._connections:
+            if conn.alive:
+                for tool in conn.tools:
+                    if tool.name == name:
+                        return conn, tool
+        return None
+
+    def get_tool(self, name: str) -> types.Tool | None:
+        """The tool's definition (name, description, input schema), or None."""
+        found = self._find(name)
+        return found[1] if found else None
+
+    def has_tool(self, name: str) -> bool:
+        return self._find(name) is not None
+
+    async def call_tool(
+        self,
+        name: str,
+        args: dict[str, Any] | None = None,
+        progress_callback: ProgressCallback | None = None,
+    ) -> ToolResult:
+        """Call `name` on the server that exposes it.
+
+        Raises `MCPToolNotFoundError` when no running server has the tool and
+        `MCPCallError` when the call cannot complete; a tool-level failure is a
+        `ToolResult` with `is_error=True`.
+        """
+        found = self._find(name)
+        if found is None:
+            raise MCPToolNotFoundError(f"No MCP server offers the tool {name!r}.")
+        conn, _tool = found
+        client = conn.client
+        if client is None:
+            raise MCPToolNotFoundError(f"The MCP server {conn.config.name!r} is not running.")
+        try:
+            result = await client.call_tool(
+                name,
+                args or {},
+                read_timeout_seconds=self._tool_timeout,
+                progress_callback=progress_callback,
+            )
+        except Exception as err:
+            logger.warning("MCP call %s on %r failed: %s", name, conn.config.name, _one_line(err))
+            raise MCPCallError(
+                f"the MCP server {conn.config.name!r} did not complete {name} ({_one_line(err)})"
+            ) from err
+        return to_tool_result(result)

@@ -1,0 +1,91 @@
+"""MessageRouter: one Slack message in, replies out — always in the message's thread.
+
+`rag ...` commands go to `RagCommandHandler` (MCP tools), anything else to the chat
+model. Every post carries `thread_ts` (the message's thread, or the message itself),
+so nothing is ever posted at channel level. Unexpected failures are logged and answered
+with one friendly line; no traceback reaches Slack.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from slack_router import replies
+from slack_router.chat import ChatResponder
+from slack_router.commands import parse_rag_command, strip_mentions, unwrap_links
+from slack_router.rag_handler import RagCommandHandler
+
+logger = logging.getLogger(__name__)
+
+_SEEN_LIMIT = 1000
+
+
+class MessageRouter:
+    """Routes one message; `chat=None` means no chat model is configured."""
+
+    def __init__(self, rag: RagCommandHandler, chat: ChatResponder | None = None) -> None:
+        self._rag = rag
+        self._chat = chat
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def _first_time(self, channel: str, ts: str) -> bool:
+        """Slack may deliver one message twice (app_mention + message.im); answer once."""
+        key = (channel, ts)
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > _SEEN_LIMIT:
+            self._seen.popitem(last=False)
+        return True
+
+    async def handle(
+        self,
+        client: AsyncWebClient,
+        *,
+        channel: str,
+        ts: str,
+        text: str,
+        thread_ts: str | None = None,
+    ) -> None:
+        """Answer the message at `ts` in `channel` inside its thread."""
+        if not self._first_time(channel, ts):
+            return
+        reply_ts = thread_ts or ts
+
+        async def post(message: str) -> None:
+            try:
+                await client.chat_postMessage(
+                    channel=channel,
+                    thread_ts=reply_ts,
+                    text=message,
+                    unfurl_links=False,
+                    unfurl_media=False,
+                )
+            except Exception:
+                logger.exception("posting to Slack channel %s failed", channel)
+
+        try:
+            command = parse_rag_command(text)
+            if command is not None:
+                logger.info("rag command %s %s", command.action, command.url)
+                await self._rag.run(command, post)
+            else:
+                await post(await self._answer(unwrap_links(strip_mentions(text))))
+        except Exception:
+            logger.exception("handling Slack message %s/%s failed", channel, ts)
+            await post(replies.INTERNAL_ERROR)
+
+    async def _answer(self, question: str) -> str:
+        if not question:
+            return replies.USAGE
+        if self._chat is None:
+            return replies.CHAT_DISABLED
+        try:
+            answer = await self._chat.answer(question)
+        except Exception as err:
+            logger.warning("chat model failed: %s", err)
+            return replies.CHAT_FAILED
+        return replies.with_sources(answer.text or replies.EMPTY_ANSWER, answer.sources)
