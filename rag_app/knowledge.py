@@ -20,8 +20,10 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import BaseNode, NodeWithScore
 
 from rag_app.config import RAGSettings, get_settings
+from rag_app.crawl.crawler import WebCrawler
+from rag_app.crawl.pages import CrawledPage, NotModified
 from rag_app.embeddings import get_embed_model
-from rag_app.errors import EmptyQueryError, RAGError, UnknownSourceError
+from rag_app.errors import CrawlError, EmptyQueryError, RAGError, UnknownSourceError
 from rag_app.index.bm25_index import BM25Document, BM25Index
 from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
@@ -29,6 +31,7 @@ from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
 from rag_app.local_files import read_local_document, scan_dir
 from rag_app.parsing.router import StructuredNodeParser
 from rag_app.results import (
+    CrawlSummary,
     DirIndexSummary,
     Hit,
     IngestResult,
@@ -74,10 +77,12 @@ class KnowledgeBase:
         *,
         embed_model: BaseEmbedding | None = None,
         client: Any | None = None,
+        crawler_factory: Callable[[RAGSettings], WebCrawler] | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         self.embed_model = embed_model or get_embed_model(self.settings)
         self._client = client
+        self._crawler_factory = crawler_factory
         self._store: ChromaStore | None = None
         self._bm25: BM25Index | None = None
         self._write_lock = asyncio.Lock()
@@ -221,6 +226,118 @@ class KnowledgeBase:
             self.store.delete_ids(stale)
             self.bm25.delete_ids(stale)
         return len(stale)
+
+    def _crawler(self) -> WebCrawler:
+        factory = self._crawler_factory or WebCrawler
+        return factory(self.settings)
+
+    async def ingest_page(self, url: str, *, prune: bool = False) -> IngestResult:
+        """Fetch one page and ingest it; a conditional GET (ETag/Last-Modified) or an
+        unchanged hash costs no embedding. 404/410 on a known source with `prune` removes it.
+        """
+        await self.open()
+        async with self._crawler() as crawler:
+            normalized = crawler.validate_url(url)
+            old = await asyncio.to_thread(self.store.get_source, normalized)
+            try:
+                outcome = await crawler.crawl_page(
+                    normalized,
+                    etag=(old.etag or None) if old else None,
+                    last_modified=(old.last_modified or None) if old else None,
+                )
+            except CrawlError as err:
+                if prune and old is not None and getattr(err, "status", None) in (404, 410):
+                    await self.delete_source(normalized)
+                    raise CrawlError(f"{err} The stored copy was removed (--prune).") from err
+                raise
+        return await self._ingest_outcome(outcome, old)
+
+    async def _ingest_outcome(
+        self, outcome: CrawledPage | NotModified, old: SourceRecord | None
+    ) -> IngestResult:
+        if isinstance(outcome, NotModified):
+            chunks = old.chunk_count if old else 0
+            return IngestResult(source=outcome.url, chunks=chunks, unchanged=True)
+        return await self.ingest_text(
+            outcome.url,
+            outcome.text,
+            title=outcome.title,
+            kind="web",
+            metadata={"crawled_at": outcome.crawled_at},
+            record_fields={
+                "etag": outcome.etag or "",
+                "last_modified": outcome.last_modified or "",
+            },
+        )
+
+    async def ingest_from_index(
+        self,
+        url: str,
+        pattern: str = "",
+        progress: Progress | None = None,
+        *,
+        prune: bool = False,
+    ) -> CrawlSummary:
+        """Crawl an index page's same-domain links (depth 1) and ingest each page.
+
+        One failing page never fails the crawl: it is counted in `errors` with its reason.
+        """
+        await self.open()
+        summary = CrawlSummary()
+        async with self._crawler() as crawler:
+            links = await crawler.crawl_index(url, pattern)
+            known = {r.source: r for r in await asyncio.to_thread(self.store.list_sources)}
+            total = len(links.urls)
+            done = 0
+            if progress:
+                progress(0, total)
+            count_lock = asyncio.Lock()
+
+            async def one(page_url: str) -> None:
+                nonlocal done
+                old = known.get(page_url)
+                try:
+                    outcome = await crawler.crawl_page(
+                        page_url,
+                        etag=(old.etag or None) if old else None,
+                        last_modified=(old.last_modified or None) if old else None,
+                    )
+                    result = await self._ingest_outcome(outcome, old)
+                    summary.pages_crawled += 1
+                    summary.chunks_stored += result.chunks
+                    summary.unchanged += int(result.unchanged)
+                except RAGError as err:
+                    detail = {"url": page_url, "reason": str(err)}
+                    gone = getattr(err, "status", None) in (404, 410)
+                    if gone and old is not None:
+                        detail["gone"] = "true"
+                        if prune:
+                            await self.delete_source(page_url)
+                            detail["pruned"] = "true"
+                    summary.errors += 1
+                    summary.error_details.append(detail)
+                except Exception as err:  # one page must never fail the crawl
+                    logger.exception("Unexpected error ingesting %s", page_url)
+                    summary.errors += 1
+                    summary.error_details.append(
+                        {"url": page_url, "reason": f"Unexpected error ({type(err).__name__})."}
+                    )
+                async with count_lock:
+                    done += 1
+                    if progress:
+                        progress(done, total)
+
+            await asyncio.gather(*(one(u) for u in links.urls))
+        summary.error_details.sort(key=lambda d: d["url"])
+        logger.info(
+            "Crawl of %s: %d pages, %d chunks, %d errors, %d unchanged",
+            url,
+            summary.pages_crawled,
+            summary.chunks_stored,
+            summary.errors,
+            summary.unchanged,
+        )
+        return summary
 
     async def index_dir(
         self, path: str | Path, progress: Progress | None = None

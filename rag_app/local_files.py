@@ -30,9 +30,11 @@ def read_local_document(path: Path) -> tuple[str, str]:
     """(title, text) of a file; HTML goes through the same extraction as crawled pages."""
     raw = path.read_bytes()
     if path.suffix.lower() in {".html", ".htm"}:
-        from rag_app.crawl.html_text import extract_document
+        from rag_app.crawl.charset import decode_body
+        from rag_app.crawl.html_text import html_to_text
 
-        page = extract_document(raw, base_url=path.as_uri())
+        html, _codec = decode_body(raw, None, is_html=True)
+        page = html_to_text(html)
         return page.title or path.stem, page.text
     text = raw.decode("utf-8", errors="replace")
     return _markdown_title(text, path.stem), text
