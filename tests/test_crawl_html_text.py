@@ -1,0 +1,183 @@
+"""HTML → structured text: boilerplate removal, headings, pipe tables, lists, pre, links."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_crawl_site_helper import FIXTURE_PAGES
+
+from rag_app.crawl.exceptions import InvalidPatternError
+from rag_app.crawl.html_text import html_to_text, markdown_title, render_table
+from rag_app.crawl.links import compile_pattern, raw_links, same_site, select_links
+
+
+def fixture(name: str) -> str:
+    return (FIXTURE_PAGES / name).read_text(encoding="utf-8")
+
+
+def test_numeric_table_becomes_a_pipe_table() -> None:
+    page = html_to_text(fixture("table_numeric.html"))
+    assert page.title == "モンスター能力値一覧 | 冒険者ギルド資料室"
+    lines = page.text.splitlines()
+    header = lines.index("| 名前 | HP | MP | 攻撃力 | 守備力 | 素早さ | 経験値 | ゴールド |")
+    assert lines[header + 1] == "| --- | --- | --- | --- | --- | --- | --- | --- |"
+    assert lines[header + 2] == "| りゅうおう | 90 | 75 | 100 | 75 | 60 | 0 | 0 |"
+    assert "| スライム | 10 | 5 | 8 | 3 | 4 | 1 | 2 |" in lines
+    assert "表1 アレフガルド地方の主なモンスター" in lines  # caption kept above the table
+    assert "# モンスター能力値一覧" in lines
+    assert "## アレフガルド地方のモンスター" in lines
+    assert "ページ一覧" not in page.text  # nav dropped
+    assert "©" not in page.text  # footer dropped
+
+
+def test_first_row_is_the_header_when_there_is_no_th() -> None:
+    text = html_to_text(fixture("table_mixed.html")).text
+    assert "| 名前 | 攻撃力 | 特徴 | 出現場所 |\n| --- | --- | --- | --- |" in text
+    assert "| スライム | 8 | 青くて丸い体。攻撃力は低く、体当たりしかしてこない |" in text
+
+
+def test_headings_lists_code_and_definitions() -> None:
+    text = html_to_text(fixture("headings_deep.html")).text
+    for level, heading in enumerate(
+        ["冒険の手引き", "第1章 旅の準備", "1.1 持ち物", "1.1.1 必需品", "せいすい"], start=1
+    ):
+        assert f"\n{'#' * level} {heading}\n" in f"\n{text}\n"
+    assert "###### せいすいの注意点" in text
+    assert "- たいまつ\n  - 洞窟に入るなら必須\n  - レミーラを覚えたら不要" in text
+    assert "1. たたかう：武器で攻撃する\n2. じゅもん：覚えた呪文を唱える" in text
+    # <pre> is kept verbatim in a fence, so its "#" line is not mistaken for a heading.
+    assert "```text\nダメージ = (攻撃力 - 守備力 / 2) / 2\n# 乱数で ±25% 程度ぶれる\n```" in text
+    assert "HP: ヒットポイント。0になると倒れる。" in text
+
+
+def test_paragraphs_are_separated_and_japanese_line_breaks_joined() -> None:
+    text = html_to_text(fixture("prose_only.html")).text
+    paragraphs = text.split("\n\n")
+    assert paragraphs[0] == "# ギルドの歴史"
+    assert len(paragraphs) == 5
+    assert "創設された。当初は" in text  # no stray space from the source line break
+    assert "広告" not in text and "window.analytics" not in text
+
+
+def test_article_header_with_title_is_kept() -> None:
+    text = html_to_text(fixture("japanese_names.html")).text
+    assert text.startswith("# 登場人物と地名の事典\n\n編集：ギルド資料室 第三編纂課")
+    assert "### 竜王（りゅうおう）" in text
+
+
+def test_edge_cases() -> None:
+    page = html_to_text(fixture("edge_cases.html"))
+    text = page.text
+    assert page.title == "表記テスト用ページ（エッジケース）"
+    assert '特殊文字：& <タグ> "引用符" ❤' in text
+    assert "改行を含む段落の一行目\n二行目\n三行目" in text
+    assert "| a\\|b | 縦線（パイプ）を含むセル |" in text
+    assert "| 複数の空白 |  |" in text
+    assert "| 結合セル（2列分） | 結合セル（2列分） |" in text
+    # The nested layout table is unwrapped; the data table inside it stays a table.
+    assert (
+        "左カラムの説明文です。\n\n| アイテム | 効果 |\n| --- | --- |\n| やくそう | HPを約30回復 |"
+        in text
+    )
+    assert "右カラムの説明文です。" in text
+    assert "```\n  インデントされた    行\n\tタブの行\n# これは見出しではない\n```" in text
+    assert "> 引用された文章です。\n>\n> 二段落目。" in text
+    for dropped in (
+        "コメント",
+        "クッキー",
+        "JavaScriptを有効",
+        "検索",
+        "隠された",
+        "SVGの文字",
+        "関連記事",
+        "スクリプト内",
+    ):
+        assert dropped not in text
+    assert "\n\n\n" not in text
+
+
+def test_title_falls_back_to_first_h1_and_main_region_order() -> None:
+    html = "<body><nav>menu</nav><main><h1>見出し</h1><p>本文</p></main><p>外側</p></body>"
+    page = html_to_text(html)
+    assert page.title == "見出し"
+    assert page.text == "# 見出し\n\n本文"
+    two_articles = "<main><article><p>一</p></article><article><p>二</p></article></main>"
+    assert html_to_text(two_articles).text == "一\n\n二"
+
+
+def test_page_wrapped_in_a_form_keeps_its_content() -> None:
+    html = "<body><form id='aspnet'><h1>お知らせ</h1><p>本文です</p></form></body>"
+    assert html_to_text(html).text == "# お知らせ\n\n本文です"
+
+
+def test_render_table_pads_ragged_rows() -> None:
+    from bs4 import BeautifulSoup
+
+    table = BeautifulSoup(
+        "<table><tr><th>a</th><th>b</th><th>c</th></tr><tr><td>1</td></tr></table>",
+        "html.parser",
+    ).table
+    assert table is not None
+    assert render_table(table) == "| a | b | c |\n| --- | --- | --- |\n| 1 |  |  |"
+
+
+def test_markdown_title() -> None:
+    assert markdown_title("intro\n## 見出し ##\n# later") == "見出し"
+    assert markdown_title("no heading") == ""
+
+
+# -- links --------------------------------------------------------------------------------------
+
+
+def test_select_links_from_the_fixture_index() -> None:
+    index = "http://site.test/index.html"
+    links = select_links(fixture("index.html"), index, pattern=None, max_pages=50)
+    assert links.urls == [
+        "http://site.test/prose_only.html",
+        "http://site.test/table_numeric.html",
+        "http://site.test/table_mixed.html",
+        "http://site.test/headings_deep.html",
+        "http://site.test/japanese_names.html",
+        "http://site.test/long_document.html",
+        "http://site.test/edge_cases.html",
+    ]
+    assert links.skipped_external == 1
+    assert links.found == 7
+
+
+def test_pattern_and_cap() -> None:
+    index = "http://site.test/index.html"
+    pattern = compile_pattern(r"table_")
+    links = select_links(fixture("index.html"), index, pattern=pattern, max_pages=1)
+    assert links.urls == ["http://site.test/table_numeric.html"]
+    assert (links.skipped_by_pattern, links.truncated) == (5, 1)
+
+
+def test_base_href_is_honoured() -> None:
+    html = '<base href="https://site.test/docs/"><a href="a.html">a</a><a href="/b">b</a>'
+    assert raw_links(html, "https://site.test/x/y.html") == [
+        "https://site.test/docs/a.html",
+        "https://site.test/b",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("http://site.test/a", "https://site.test/b", True),
+        ("http://site.test:8080/a", "http://site.test:8080/b", True),
+        ("http://site.test:8080/a", "http://site.test:9090/b", False),
+        ("http://site.test/a", "http://www.site.test/b", False),
+    ],
+)
+def test_same_site(a: str, b: str, same: bool) -> None:
+    assert same_site(a, b) is same
+
+
+@pytest.mark.parametrize("pattern", ["(unclosed", "a" * 501, "*bad"])
+def test_bad_patterns_are_clear_errors(pattern: str) -> None:
+    with pytest.raises(InvalidPatternError) as caught:
+        compile_pattern(pattern)
+    assert isinstance(caught.value, ValueError)
+    assert re.search(r"pattern", str(caught.value))
