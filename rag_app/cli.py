@@ -90,6 +90,43 @@ async def _cmd_index(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     return 1 if summary.errors else 0
 
 
+async def _cmd_add(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    try:
+        result = await kb.ingest_page(args.url, prune=args.prune)
+    except RAGError as err:
+        print(
+            f"error: ページの取り込みに失敗しました。 URL: {args.url} 原因: {err}",
+            file=sys.stderr,
+        )
+        return 1
+    note = " (unchanged, nothing re-embedded)" if result.unchanged else ""
+    print(f"ページを取り込みました: {result.source} ({result.chunks}チャンク){note}")
+    return 0
+
+
+async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    print("クロールを開始しました... (リンク収集中)", file=sys.stderr)
+    update, close = _progress_bar("Crawling", "page")
+    try:
+        summary = await kb.ingest_from_index(
+            args.url, args.pattern, progress=update, prune=args.prune
+        )
+    except RAGError as err:
+        print(f"error: クロールに失敗しました。 原因: {err}", file=sys.stderr)
+        return 1
+    finally:
+        close()
+    print(
+        f"完了: {summary.pages_crawled}ページ / {summary.chunks_stored}チャンク / "
+        f"エラー: {summary.errors}件"
+    )
+    if summary.unchanged:
+        print(f"  unchanged (not re-embedded): {summary.unchanged}")
+    for detail in summary.error_details:
+        print(f"  error: {detail['url']}: {detail['reason']}", file=sys.stderr)
+    return 0
+
+
 async def _cmd_search(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     result = await kb.retrieve(args.query, n_results=args.n, mode=args.mode)
     if args.json:
@@ -133,6 +170,8 @@ async def _cmd_reindex(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[KnowledgeBase, argparse.Namespace], Awaitable[int]]] = {
     "index": _cmd_index,
+    "add": _cmd_add,
+    "crawl": _cmd_crawl,
     "search": _cmd_search,
     "delete": _cmd_delete,
     "stats": _cmd_stats,
@@ -149,6 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", help="index a folder of .md/.html/.txt files (incremental)")
     p.add_argument("directory")
+
+    p = sub.add_parser("add", help="fetch one web page and add it")
+    p.add_argument("url")
+    p.add_argument("--prune", action="store_true", help="remove the page if it is gone (404/410)")
+
+    p = sub.add_parser("crawl", help="add the same-site pages linked from an index page")
+    p.add_argument("url")
+    p.add_argument("pattern", nargs="?", default="", help="regex the page URLs must match")
+    p.add_argument("--prune", action="store_true", help="remove known pages that are gone")
 
     p = sub.add_parser("search", help="search the knowledge base")
     p.add_argument("query")

@@ -89,11 +89,55 @@ class CountingEmbedding(BaseEmbedding):
         return await self._inner.aget_text_embedding_batch(list(texts))
 
 
+class MemoEmbedding(BaseEmbedding):
+    """The real builtin model, memoised per text so a test session embeds each text once."""
+
+    _inner: BaseEmbedding = PrivateAttr()
+    _memo: dict[tuple[bool, str], list[float]] = PrivateAttr(default_factory=dict)
+
+    def __init__(self, inner: BaseEmbedding, **kwargs: Any) -> None:
+        super().__init__(model_name=inner.model_name, **kwargs)
+        self._inner = inner
+
+    @property
+    def dimension(self) -> int:
+        return int(getattr(self._inner, "dimension", 384))
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        key = (True, query)
+        if key not in self._memo:
+            self._memo[key] = self._inner.get_query_embedding(query)
+        return self._memo[key]
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        key = (True, query)
+        if key not in self._memo:
+            self._memo[key] = await self._inner.aget_query_embedding(query)
+        return self._memo[key]
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_text_embeddings(self, texts: Sequence[str]) -> list[list[float]]:  # type: ignore[override]
+        todo = [t for t in dict.fromkeys(texts) if (False, t) not in self._memo]
+        if todo:
+            vecs = self._inner.get_text_embedding_batch(todo)
+            self._memo.update({(False, t): v for t, v in zip(todo, vecs, strict=True)})
+        return [self._memo[(False, t)] for t in texts]
+
+    async def _aget_text_embeddings(self, texts: Sequence[str]) -> list[list[float]]:  # type: ignore[override]
+        todo = [t for t in dict.fromkeys(texts) if (False, t) not in self._memo]
+        if todo:
+            vecs = await self._inner.aget_text_embedding_batch(todo)
+            self._memo.update({(False, t): v for t, v in zip(todo, vecs, strict=True)})
+        return [self._memo[(False, t)] for t in texts]
+
+
 @pytest.fixture(scope="session")
 def builtin_embed() -> BaseEmbedding:
     from rag_app.embeddings import get_embed_model
 
-    return get_embed_model(load_settings())
+    return MemoEmbedding(get_embed_model(load_settings()))
 
 
 @pytest.fixture

@@ -1,0 +1,116 @@
+"""Text the tools return to the LLM, in the spec's wording (specs 000/002/003).
+
+Pure functions over the KnowledgeBase's result objects; they only read attributes, so
+this module stays cheap to import (no LlamaIndex, no Chroma).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rag_app.results import CrawlSummary, IngestResult, KBStats, RetrievalResult
+
+NO_HITS = "該当する情報が見つかりませんでした"
+VECTOR_SECTION = "ベクトル検索の結果"
+BM25_SECTION = "BM25 キーワード検索の結果"
+MAX_LISTED_SOURCES = 20
+MAX_LISTED_ERRORS = 10
+
+
+def format_search(result: RetrievalResult) -> str:
+    """The `rag_search` text: spec form, or two labelled sections in separate mode.
+
+    Separate mode does not repeat in the BM25 section a chunk the vector section shows.
+    """
+    from rag_app.results import format_context  # loaded already: the result came from it
+
+    if result.mode != "separate":
+        return result.context if result.hits else NO_HITS
+    if not result.vector_hits and not result.bm25_hits:
+        return NO_HITS
+    shown = {h.node_id for h in result.vector_hits}
+    bm25_new = [h for h in result.bm25_hits if h.node_id not in shown]
+    repeated = len(result.bm25_hits) - len(bm25_new)
+    vector_body = format_context(result.vector_hits) if result.vector_hits else "（該当なし）"
+    if bm25_new:
+        bm25_body = format_context(bm25_new)
+    else:
+        bm25_body = "（該当なし）" if not result.bm25_hits else ""
+    if repeated:
+        note = f"（ベクトル検索の結果と同じチャンク {repeated} 件は省略）"
+        bm25_body = f"{bm25_body}\n\n{note}" if bm25_body else note
+    return (
+        f"# {VECTOR_SECTION} ({len(result.vector_hits)}件)\n\n{vector_body}\n\n"
+        f"# {BM25_SECTION} ({len(result.bm25_hits)}件)\n\n{bm25_body}"
+    )
+
+
+def format_add(result: IngestResult) -> str:
+    """`ページを取り込みました: <url> (8チャンク)` (spec 002)."""
+    note = "、変更なし" if result.unchanged else ""
+    return f"ページを取り込みました: {result.source} ({result.chunks}チャンク{note})"
+
+
+def crawl_error_pairs(summary: CrawlSummary) -> list[tuple[str, str]]:
+    """(url, reason) for each failed page, whatever keys the summary used."""
+    pairs: list[tuple[str, str]] = []
+    for detail in summary.error_details:
+        url = str(detail.get("url") or detail.get("source") or "")
+        reason = str(detail.get("error") or detail.get("reason") or detail.get("message") or "")
+        pairs.append((url, reason))
+    return pairs
+
+
+def format_crawl(summary: CrawlSummary) -> str:
+    """`完了: 15ページ / 128チャンク / エラー: 2件` plus unchanged pages and error reasons."""
+    lines = [
+        f"完了: {summary.pages_crawled}ページ / {summary.chunks_stored}チャンク"
+        f" / エラー: {summary.errors}件"
+    ]
+    if summary.unchanged:
+        lines.append(f"変更なし: {summary.unchanged}ページ")
+    pairs = crawl_error_pairs(summary)
+    if pairs:
+        lines.append("エラーの詳細:")
+        lines += [f"- {url}: {reason}" for url, reason in pairs[:MAX_LISTED_ERRORS]]
+        if len(pairs) > MAX_LISTED_ERRORS:
+            lines.append(f"- …他 {len(pairs) - MAX_LISTED_ERRORS}件")
+    return "\n".join(lines)
+
+
+def crawl_progress_message(done: int, total: int | None) -> str:
+    """Progress text while a crawl runs (spec 002: `5ページ取得中...`)."""
+    if total is None:
+        return "クロールを開始しました... (リンク収集中)"
+    return f"{done}/{total}ページ取得中..."
+
+
+def page_progress_message(done: int, total: int | None) -> str:
+    """Progress text while `rag_add` fetches and stores its page."""
+    return "ページを取り込みました" if total and done >= total else "ページを取得中..."
+
+
+def format_delete(source: str, chunks: int) -> str:
+    """`削除しました: <url> (8チャンク)` (spec 002)."""
+    return f"削除しました: {source} ({chunks}チャンク)"
+
+
+def format_stats(stats: KBStats) -> str:
+    """`ナレッジベース統計:` then totals (spec 002), the model, index sizes and sources."""
+    pad = "     "
+    lines = [
+        "ナレッジベース統計:",
+        f"{pad}総チャンク数: {stats.total_chunks}",
+        f"{pad}ソースURL数: {len(stats.sources)}",
+        f"{pad}埋め込みモデル: {stats.embedding_model} ({stats.embedding_dimension}次元)",
+        f"{pad}BM25 文書数: {stats.bm25_documents}",
+        f"{pad}ベクトルストア: {stats.vector_store}",
+        f"{pad}BM25 インデックス: {stats.bm25_dir}",
+    ]
+    if stats.sources:
+        lines.append(f"{pad}ソースURL:")
+        lines += [f"{pad}- {src}" for src in stats.sources[:MAX_LISTED_SOURCES]]
+        if len(stats.sources) > MAX_LISTED_SOURCES:
+            lines.append(f"{pad}- …他 {len(stats.sources) - MAX_LISTED_SOURCES}件")
+    return "\n".join(lines)

@@ -1,0 +1,153 @@
+"""Structured-output models of the five tools (published as each tool's `outputSchema`).
+
+The text content is for the LLM; these are for programs (the Slack router, scripts) that
+want the numbers without parsing Japanese sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from mcp_server.formatting import crawl_error_pairs
+
+if TYPE_CHECKING:
+    from rag_app.results import CrawlSummary, Hit, IngestResult, KBStats, RetrievalResult
+
+
+class HitOut(BaseModel):
+    """One retrieved chunk with where it came from and every score."""
+
+    rank: int = Field(description="1-based rank within its list.")
+    node_id: str
+    source_url: str
+    title: str
+    heading_path: str = Field(description="Parent headings, e.g. `Guide > Install`.")
+    content_type: str = Field(description="prose, heading or table.")
+    chunk_index: int
+    text: str
+    vector_distance: float | None = Field(description="Cosine distance; null if BM25 only.")
+    bm25_score: float | None = Field(description="Raw BM25 score; null if vector only.")
+    combined_score: float = Field(description="Fused score in 0..1 (or the side's own score).")
+
+    @classmethod
+    def ranked(cls, hits: Sequence[Hit]) -> list[HitOut]:
+        return [
+            cls(
+                rank=rank,
+                node_id=h.node_id,
+                source_url=h.source_url,
+                title=h.title,
+                heading_path=h.heading_path,
+                content_type=h.content_type,
+                chunk_index=h.chunk_index,
+                text=h.text,
+                vector_distance=h.vector_distance,
+                bm25_score=h.bm25_score,
+                combined_score=h.combined_score,
+            )
+            for rank, h in enumerate(hits, start=1)
+        ]
+
+
+class SearchOutput(BaseModel):
+    """`rag_search`: fused hits, or the raw vector and BM25 lists side by side (separate)."""
+
+    query: str
+    mode: str = Field(description="fused, vector, bm25 or separate.")
+    hits: list[HitOut] = Field(description="Ranked hits (empty in separate mode).")
+    vector_hits: list[HitOut] = Field(description="Raw vector-search list (separate mode).")
+    bm25_hits: list[HitOut] = Field(description="Raw BM25 list (separate mode).")
+    sources: list[str] = Field(description="Source URLs in rank order, each once.")
+    timings_ms: dict[str, float]
+
+    @classmethod
+    def of(cls, result: RetrievalResult) -> SearchOutput:
+        return cls(
+            query=result.query,
+            mode=result.mode,
+            hits=HitOut.ranked(result.hits),
+            vector_hits=HitOut.ranked(result.vector_hits),
+            bm25_hits=HitOut.ranked(result.bm25_hits),
+            sources=result.sources,
+            timings_ms={k: round(v, 2) for k, v in result.timings.items()},
+        )
+
+
+class AddOutput(BaseModel):
+    """`rag_add`: what was stored for the page."""
+
+    url: str = Field(description="The URL that was asked for.")
+    source: str = Field(description="The normalised source URL the chunks are stored under.")
+    chunks: int
+    unchanged: bool = Field(description="True when the page had not changed (no re-embedding).")
+
+    @classmethod
+    def of(cls, url: str, result: IngestResult) -> AddOutput:
+        return cls(url=url, source=result.source, chunks=result.chunks, unchanged=result.unchanged)
+
+
+class CrawlErrorOut(BaseModel):
+    """One page of a crawl that failed, with its reason."""
+
+    url: str
+    error: str
+
+
+class CrawlOutput(BaseModel):
+    """`rag_crawl`: the summary of an index-page crawl."""
+
+    url: str
+    pattern: str
+    pages_crawled: int
+    chunks_stored: int
+    errors: int
+    unchanged: int
+    error_details: list[CrawlErrorOut]
+
+    @classmethod
+    def of(cls, url: str, pattern: str, summary: CrawlSummary) -> CrawlOutput:
+        return cls(
+            url=url,
+            pattern=pattern,
+            pages_crawled=summary.pages_crawled,
+            chunks_stored=summary.chunks_stored,
+            errors=summary.errors,
+            unchanged=summary.unchanged,
+            error_details=[CrawlErrorOut(url=u, error=e) for u, e in crawl_error_pairs(summary)],
+        )
+
+
+class DeleteOutput(BaseModel):
+    """`rag_delete`: how many chunks were removed."""
+
+    source: str
+    chunks_deleted: int
+
+
+class StatsOutput(BaseModel):
+    """`rag_stats`: what is in the knowledge base."""
+
+    total_chunks: int
+    source_count: int
+    sources: list[str]
+    embedding_model: str
+    embedding_dimension: int
+    bm25_documents: int
+    vector_store: str
+    bm25_dir: str
+
+    @classmethod
+    def of(cls, stats: KBStats) -> StatsOutput:
+        return cls(
+            total_chunks=stats.total_chunks,
+            source_count=len(stats.sources),
+            sources=list(stats.sources),
+            embedding_model=stats.embedding_model,
+            embedding_dimension=stats.embedding_dimension,
+            bm25_documents=stats.bm25_documents,
+            vector_store=stats.vector_store,
+            bm25_dir=stats.bm25_dir,
+        )

@@ -1,0 +1,51 @@
+"""Build the `rag` MCPServer: five tools over one KnowledgeBase held by the lifespan."""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import MCPServer
+
+from mcp_server.app_context import DEFAULT_HEARTBEAT_SEC, AppContext, make_lifespan
+from mcp_server.loader import KnowledgeBaseFactory
+from mcp_server.tools import TOOLS
+from rag_app.config import RAGSettings, get_settings
+
+SERVER_NAME = "rag"
+
+INSTRUCTIONS = """\
+This server is a knowledge base of web pages that the user has added.
+When a question may be answered by that content, call rag_search first and base the
+answer on the passages it returns, citing their `## Source:` URLs; do not search for
+greetings or small talk. mode="separate" returns the vector and BM25 keyword results
+side by side when you want to judge both. rag_add / rag_crawl add pages, rag_delete
+removes a source, rag_stats lists what is stored."""
+
+
+def build_server(
+    settings: RAGSettings | None = None,
+    *,
+    kb_factory: KnowledgeBaseFactory | None = None,
+    heartbeat_sec: float = DEFAULT_HEARTBEAT_SEC,
+    log_level: str = "INFO",
+) -> MCPServer[AppContext]:
+    """The server; `kb_factory` replaces how the KnowledgeBase is opened (tests)."""
+    settings = settings or get_settings()
+    server: MCPServer[AppContext] = MCPServer(
+        SERVER_NAME,
+        title="RAG knowledge base",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        lifespan=make_lifespan(settings, kb_factory, heartbeat_sec=heartbeat_sec),
+        log_level=log_level,  # type: ignore[arg-type]
+    )
+    for fn, title, hints in TOOLS:
+        server.add_tool(fn, title=title, annotations=hints)
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rag-knowledge")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,188 @@
+"""Text and structured output of the MCP tools, and the progress heartbeat (no server)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mcp_server.formatting import (
+    NO_HITS,
+    crawl_progress_message,
+    format_add,
+    format_crawl,
+    format_delete,
+    format_search,
+    format_stats,
+)
+from mcp_server.progress import Heartbeat
+from mcp_server.schemas import CrawlOutput, SearchOutput, StatsOutput
+from rag_app.results import CrawlSummary, Hit, IngestResult, KBStats, RetrievalResult
+
+
+def hit(node_id: str, url: str, text: str, **scores: float | None) -> Hit:
+    return Hit(
+        node_id=node_id,
+        text=text,
+        source_url=url,
+        title="モンスター一覧",
+        heading_path="モンスター > ボス",
+        content_type="table",
+        chunk_index=0,
+        vector_distance=scores.get("vector_distance"),
+        bm25_score=scores.get("bm25_score"),
+        combined_score=float(scores.get("combined_score") or 0.0),
+    )
+
+
+A1 = hit("a1", "https://ex.test/a", "名前: りゅうおう / HP: 90", vector_distance=0.2)
+A2 = hit("a2", "https://ex.test/a", "名前: スライム / HP: 3", vector_distance=0.4)
+B1 = hit("b1", "https://ex.test/b", "しれんのしろ", bm25_score=4.5, combined_score=0.7)
+
+
+def test_fused_text_is_spec_form_with_one_heading_per_url() -> None:
+    result = RetrievalResult(query="りゅうおう", mode="fused", hits=[A1, B1, A2])
+    text = format_search(result)
+    assert text.startswith("## Source: https://ex.test/a\n名前: りゅうおう / HP: 90")
+    assert text.count("## Source: https://ex.test/a") == 1
+    assert "## Source: https://ex.test/b\nしれんのしろ" in text
+    assert text.index("スライム") < text.index("https://ex.test/b")
+
+
+def test_no_hits_message_in_every_mode() -> None:
+    for mode in ("fused", "vector", "bm25", "separate"):
+        assert format_search(RetrievalResult(query="x", mode=mode, hits=[])) == NO_HITS
+
+
+def test_separate_mode_has_two_labelled_sections_and_skips_repeats() -> None:
+    result = RetrievalResult(
+        query="りゅうおう",
+        mode="separate",
+        hits=[],
+        vector_hits=[A1, A2],
+        bm25_hits=[A1, B1],
+    )
+    text = format_search(result)
+    vector_part, bm25_part = text.split("# BM25 キーワード検索の結果 (2件)")
+    assert vector_part.startswith("# ベクトル検索の結果 (2件)\n\n## Source: https://ex.test/a")
+    assert "りゅうおう" in vector_part and "スライム" in vector_part
+    assert "りゅうおう" not in bm25_part, "a chunk already shown above is not repeated"
+    assert "## Source: https://ex.test/b\nしれんのしろ" in bm25_part
+    assert "同じチャンク 1 件は省略" in bm25_part
+
+
+def test_separate_mode_with_one_empty_side() -> None:
+    result = RetrievalResult(query="q", mode="separate", hits=[], vector_hits=[], bm25_hits=[B1])
+    text = format_search(result)
+    assert "# ベクトル検索の結果 (0件)\n\n（該当なし）" in text
+    assert "しれんのしろ" in text
+
+
+def test_search_structured_content_keeps_every_score_and_rank() -> None:
+    result = RetrievalResult(
+        query="q", mode="separate", hits=[], vector_hits=[A1, A2], bm25_hits=[B1]
+    )
+    out = SearchOutput.of(result).model_dump(mode="json")
+    assert [h["rank"] for h in out["vector_hits"]] == [1, 2]
+    assert out["vector_hits"][0]["vector_distance"] == 0.2
+    assert out["vector_hits"][0]["bm25_score"] is None
+    assert out["bm25_hits"][0] | {"text": ""} == {
+        "rank": 1,
+        "node_id": "b1",
+        "source_url": "https://ex.test/b",
+        "title": "モンスター一覧",
+        "heading_path": "モンスター > ボス",
+        "content_type": "table",
+        "chunk_index": 0,
+        "text": "",
+        "vector_distance": None,
+        "bm25_score": 4.5,
+        "combined_score": 0.7,
+    }
+    assert out["sources"] == ["https://ex.test/a", "https://ex.test/b"]
+
+
+def test_add_delete_texts_follow_spec_002() -> None:
+    assert (
+        format_add(IngestResult(source="https://ex.test/p", chunks=8))
+        == "ページを取り込みました: https://ex.test/p (8チャンク)"
+    )
+    assert "変更なし" in format_add(IngestResult(source="u", chunks=8, unchanged=True))
+    assert format_delete("https://ex.test/p", 8) == "削除しました: https://ex.test/p (8チャンク)"
+
+
+def test_crawl_summary_text_and_structured_errors() -> None:
+    summary = CrawlSummary(
+        pages_crawled=15,
+        chunks_stored=128,
+        errors=2,
+        unchanged=3,
+        error_details=[
+            {"url": "https://ex.test/x", "error": "HTTP 404 Not Found for https://ex.test/x."},
+            {"url": "https://ex.test/y", "reason": "timed out"},
+        ],
+    )
+    text = format_crawl(summary)
+    assert text.splitlines()[0] == "完了: 15ページ / 128チャンク / エラー: 2件"
+    assert "変更なし: 3ページ" in text
+    assert "- https://ex.test/x: HTTP 404 Not Found" in text
+    assert "- https://ex.test/y: timed out" in text
+    out = CrawlOutput.of("https://ex.test/", "", summary).model_dump()
+    assert out["error_details"][1] == {"url": "https://ex.test/y", "error": "timed out"}
+    assert format_crawl(CrawlSummary()) == "完了: 0ページ / 0チャンク / エラー: 0件"
+
+
+def test_stats_text_and_structured() -> None:
+    stats = KBStats(
+        total_chunks=342,
+        sources=[f"https://ex.test/{i}" for i in range(25)],
+        embedding_model="multilingual-e5-small",
+        embedding_dimension=384,
+        bm25_documents=342,
+        vector_store="./chroma_db",
+        bm25_dir="./bm25_index",
+    )
+    text = format_stats(stats)
+    assert text.startswith("ナレッジベース統計:\n     総チャンク数: 342\n     ソースURL数: 25\n")
+    assert "multilingual-e5-small (384次元)" in text
+    assert "https://ex.test/19" in text and "https://ex.test/20" not in text
+    assert "他 5件" in text
+    assert StatsOutput.of(stats).model_dump() == {
+        **{k: v for k, v in stats.to_dict().items()},
+        "source_count": 25,
+    }
+
+
+def test_progress_messages() -> None:
+    assert "リンク収集中" in crawl_progress_message(0, None)
+    assert crawl_progress_message(5, 50) == "5/50ページ取得中..."
+
+
+async def test_heartbeat_values_always_increase_and_keep_coming_while_stuck() -> None:
+    sent: list[tuple[float, float | None, str | None]] = []
+
+    async def sink(progress: float, total: float | None, message: str | None) -> None:
+        sent.append((progress, total, message))
+
+    async with Heartbeat(sink, crawl_progress_message, interval=0.05, tick=0.01) as beat:
+        await asyncio.sleep(0.2)  # the index page is slow: heartbeats, no total yet
+        beat.update(0, 3)
+        await asyncio.sleep(0.05)
+        beat.update(1, 3)
+        await asyncio.sleep(0.25)  # one slow page: heartbeats between 1 and 2
+        beat.update(3, 3)
+    values = [v for v, _, _ in sent]
+    assert values == sorted(set(values)), f"not strictly increasing: {values}"
+    assert values[0] == 0.0 and values[-1] == 3.0
+    stuck = [v for v in values if 1 < v < 2]
+    assert len(stuck) >= 2, f"expected heartbeats while page 2 was slow: {values}"
+    assert all(total == 3.0 for v, total, _ in sent if v >= 1)
+    assert sent[-1][2] == "3/3ページ取得中..."
+
+
+async def test_heartbeat_survives_a_failing_sink() -> None:
+    async def broken(progress: float, total: float | None, message: str | None) -> None:
+        raise ConnectionError("client went away")
+
+    async with Heartbeat(broken, crawl_progress_message, interval=0.01, tick=0.01) as beat:
+        beat.update(1, 2)
+        await asyncio.sleep(0.05)
+    assert beat.sent == 0

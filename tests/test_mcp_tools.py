@@ -1,0 +1,399 @@
+"""The five tools through the SDK's in-process client, over a real KnowledgeBase.
+
+Fast: no subprocess. `rag_add` / `rag_crawl` use stand-ins for the KnowledgeBase's page
+fetching where a test needs to control timing (a slow page, a blocked crawl); the real
+crawl is exercised end to end in test_mcp_stdio.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.types import CallToolResult, TextContent
+
+from mcp_server.formatting import NO_HITS
+from mcp_server.server import build_server
+from rag_app.config import RAGSettings, load_settings
+from rag_app.errors import EmbeddingUnavailableError
+from rag_app.knowledge import KnowledgeBase
+from rag_app.results import CrawlSummary, IngestResult
+
+MONSTERS_URL = "https://ex.test/monsters"
+MONSTERS = """# モンスター一覧
+
+| 名前 | HP | MP | 出現場所 |
+| --- | --- | --- | --- |
+| スライム | 3 | 0 | フィールド |
+| ドラキー | 8 | 0 | フィールド |
+| りゅうおう | 90 | 75 | りゅうおうのしろ |
+"""
+CASTLE_URL = "https://ex.test/castle"
+CASTLE = "# しれんのしろ\n\nしれんのしろ には ふしぎなかぎ と たいまつ が あります。"
+PAGES = {MONSTERS_URL: ("モンスター一覧", MONSTERS), CASTLE_URL: ("しれんのしろ", CASTLE)}
+
+
+def text_of(result: CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+@asynccontextmanager
+async def connect(
+    kb: Any, settings: RAGSettings, *, heartbeat_sec: float = 2.0, mode: str = "auto"
+) -> AsyncIterator[Client]:
+    async def factory() -> Any:
+        return kb
+
+    server = build_server(settings, kb_factory=factory, heartbeat_sec=heartbeat_sec)
+    async with Client(server, mode=mode) as client:  # type: ignore[arg-type]
+        yield client
+
+
+async def ingest(kb: KnowledgeBase, *urls: str) -> None:
+    for url in urls or tuple(PAGES):
+        title, text = PAGES[url]
+        await kb.ingest_text(url, text, title=title)
+
+
+def stand_in_fetching(
+    kb: KnowledgeBase,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    slow_page: str | None = None,
+    delay: float = 0.0,
+    gate: asyncio.Event | None = None,
+) -> None:
+    """`ingest_page` / `ingest_from_index` that store PAGES via the real `ingest_text`."""
+
+    async def ingest_page(url: str) -> IngestResult:
+        title, text = PAGES[url]
+        return await kb.ingest_text(url, text, title=title)
+
+    async def ingest_from_index(
+        url: str, pattern: str = "", progress: Callable[[int, int], None] | None = None
+    ) -> CrawlSummary:
+        if gate is not None:
+            await gate.wait()
+        links = [u for u in PAGES if pattern in u] + ["https://ex.test/missing"]
+        summary = CrawlSummary()
+        for done, link in enumerate(links, start=1):
+            if link == slow_page:
+                await asyncio.sleep(delay)
+            if link in PAGES:
+                result = await ingest_page(link)
+                summary.pages_crawled += 1
+                summary.chunks_stored += result.chunks
+            else:
+                summary.errors += 1
+                summary.error_details.append(
+                    {"url": link, "reason": f"HTTP 404 Not Found for {link}."}
+                )
+            if progress:
+                progress(done, len(links))
+        return summary
+
+    monkeypatch.setattr(kb, "ingest_page", ingest_page, raising=False)
+    monkeypatch.setattr(kb, "ingest_from_index", ingest_from_index, raising=False)
+
+
+async def test_lists_five_tools_with_schemas(kb: KnowledgeBase, settings: RAGSettings) -> None:
+    async with connect(kb, settings) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert sorted(tools) == ["rag_add", "rag_crawl", "rag_delete", "rag_search", "rag_stats"]
+    required = {name: t.input_schema.get("required", []) for name, t in tools.items()}
+    assert required == {
+        "rag_search": ["query"],
+        "rag_add": ["url"],
+        "rag_crawl": ["url"],
+        "rag_delete": ["url"],
+        "rag_stats": [],
+    }
+    search_props = tools["rag_search"].input_schema["properties"]
+    assert set(search_props) == {"query", "n_results", "mode"}
+    assert "separate" in search_props["mode"]["enum"]
+    assert "pattern" in tools["rag_crawl"].input_schema["properties"]
+    for tool in tools.values():
+        assert tool.description and tool.output_schema, tool.name
+    assert tools["rag_search"].annotations and tools["rag_search"].annotations.read_only_hint
+    assert tools["rag_delete"].annotations and tools["rag_delete"].annotations.destructive_hint
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_search_finds_the_table_row(
+    kb: KnowledgeBase, settings: RAGSettings, mode: str
+) -> None:
+    await ingest(kb)
+    async with connect(kb, settings, mode=mode) as client:
+        result = await client.call_tool("rag_search", {"query": "りゅうおう の HP", "n_results": 3})
+    assert not result.is_error, text_of(result)
+    text = text_of(result)
+    assert text.startswith(f"## Source: {MONSTERS_URL}\n")
+    assert "りゅうおう" in text and "90" in text
+    assert text.count(f"## Source: {MONSTERS_URL}") == 1
+    data = result.structured_content
+    assert data is not None and data["query"] == "りゅうおう の HP"
+    top = data["hits"][0]
+    assert top["source_url"] == MONSTERS_URL and "りゅうおう" in top["text"]
+    assert top["title"] == "モンスター一覧" and top["rank"] == 1
+    assert {"vector_distance", "bm25_score", "combined_score", "heading_path"} <= set(top)
+    assert data["sources"][0] == MONSTERS_URL
+
+
+async def test_separate_mode_returns_both_lists(kb: KnowledgeBase, settings: RAGSettings) -> None:
+    await ingest(kb)
+    async with connect(kb, settings) as client:
+        result = await client.call_tool("rag_search", {"query": "ふしぎなかぎ", "mode": "separate"})
+    assert not result.is_error, text_of(result)
+    text = text_of(result)
+    assert text.startswith("# ベクトル検索の結果 (")
+    assert "# BM25 キーワード検索の結果 (" in text
+    data = result.structured_content
+    assert data is not None and data["mode"] == "separate" and data["hits"] == []
+    assert data["vector_hits"] and data["bm25_hits"]
+    assert data["bm25_hits"][0]["source_url"] == CASTLE_URL
+    assert data["bm25_hits"][0]["bm25_score"] > 0
+
+
+async def test_no_hit_is_the_spec_sentence_not_an_error(
+    kb: KnowledgeBase, settings: RAGSettings
+) -> None:
+    async with connect(kb, settings) as client:
+        result = await client.call_tool("rag_search", {"query": "りゅうおう"})
+    assert not result.is_error
+    assert text_of(result) == NO_HITS
+    assert result.structured_content is not None and result.structured_content["hits"] == []
+
+
+async def test_default_count_is_rag_retrieval_count(tmp_path: Path, builtin_embed: Any) -> None:
+    settings = load_settings(
+        chromadb_persist_dir=str(tmp_path / "c"),
+        bm25_persist_dir=str(tmp_path / "b"),
+        rag_retrieval_count=1,
+    )
+    kb = await KnowledgeBase(settings, embed_model=builtin_embed).open()
+    await ingest(kb)
+    async with connect(kb, settings) as client:
+        default = await client.call_tool("rag_search", {"query": "りゅうおう スライム ドラキー"})
+        three = await client.call_tool(
+            "rag_search", {"query": "りゅうおう スライム ドラキー", "n_results": 3}
+        )
+    assert default.structured_content is not None and three.structured_content is not None
+    assert len(default.structured_content["hits"]) == 1
+    assert len(three.structured_content["hits"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "expected"),
+    [
+        ("rag_search", {"query": "   "}, "query is empty"),
+        ("rag_search", {"query": "x", "n_results": 0}, "between 1 and 100"),
+        ("rag_search", {"query": "x", "mode": "magic"}, "Unknown search mode"),
+        ("rag_delete", {"url": "https://ex.test/never-added"}, "Nothing is stored"),
+        ("rag_add", {"url": "  "}, "No URL was given"),
+        ("rag_crawl", {"url": "https://ex.test/", "pattern": "("}, "not a valid regular"),
+    ],
+)
+async def test_user_errors_are_one_sentence_tool_errors(
+    kb: KnowledgeBase, settings: RAGSettings, tool: str, args: dict[str, Any], expected: str
+) -> None:
+    async with connect(kb, settings) as client:
+        result = await client.call_tool(tool, args)
+    assert result.is_error
+    message = text_of(result)
+    assert expected in message
+    assert "\n" not in message and "Traceback" not in message
+    assert not message.startswith("Error executing tool")
+
+
+async def test_unexpected_exception_gives_a_generic_error_and_logs_the_traceback(
+    kb: KnowledgeBase,
+    settings: RAGSettings,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def broken_stats() -> None:
+        raise ZeroDivisionError("secret internal detail")
+
+    monkeypatch.setattr(kb, "stats", broken_stats)
+    with caplog.at_level(logging.ERROR, logger="mcp_server"):
+        async with connect(kb, settings) as client:
+            result = await client.call_tool("rag_stats", {})
+    assert result.is_error
+    message = text_of(result)
+    assert message == (
+        "rag_stats failed because of an internal error; the server log has the details."
+    )
+    logged = [r for r in caplog.records if r.exc_info]
+    assert logged and isinstance(logged[0].exc_info[1], ZeroDivisionError)  # type: ignore[index]
+
+
+async def test_add_crawl_stats_delete_round_trip(
+    kb: KnowledgeBase, settings: RAGSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in_fetching(kb, monkeypatch)
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    async with connect(kb, settings, mode="legacy") as client:
+        added = await client.call_tool(
+            "rag_add", {"url": CASTLE_URL}, progress_callback=on_progress
+        )
+        assert not added.is_error, text_of(added)
+        assert progress == [(0.0, 1.0, "ページを取得中..."), (1.0, 1.0, "ページを取り込みました")]
+        progress.clear()
+        chunks = added.structured_content and added.structured_content["chunks"]
+        assert text_of(added) == f"ページを取り込みました: {CASTLE_URL} ({chunks}チャンク)"
+        assert added.structured_content == {
+            "url": CASTLE_URL,
+            "source": CASTLE_URL,
+            "chunks": chunks,
+            "unchanged": False,
+        }
+
+        crawled = await client.call_tool(
+            "rag_crawl", {"url": "https://ex.test/"}, progress_callback=on_progress
+        )
+        assert not crawled.is_error, text_of(crawled)
+        summary = crawled.structured_content
+        assert summary is not None
+        assert text_of(crawled).splitlines()[0] == (
+            f"完了: 2ページ / {summary['chunks_stored']}チャンク / エラー: 1件"
+        )
+        assert summary["error_details"] == [
+            {
+                "url": "https://ex.test/missing",
+                "error": "HTTP 404 Not Found for https://ex.test/missing.",
+            }
+        ]
+        values = [v for v, _, _ in progress]
+        assert values == sorted(set(values)) and values[-1] == 3.0, progress
+        assert progress[-1][1:] == (3.0, "3/3ページ取得中...")
+
+        stats = await client.call_tool("rag_stats", {})
+        assert stats.structured_content is not None
+        assert stats.structured_content["source_count"] == 2
+        assert sorted(stats.structured_content["sources"]) == sorted(PAGES)
+        total = stats.structured_content["total_chunks"]
+        assert f"総チャンク数: {total}" in text_of(stats)
+
+        deleted = await client.call_tool("rag_delete", {"url": MONSTERS_URL})
+        assert not deleted.is_error, text_of(deleted)
+        assert deleted.structured_content is not None
+        n = deleted.structured_content["chunks_deleted"]
+        assert n > 0 and text_of(deleted) == f"削除しました: {MONSTERS_URL} ({n}チャンク)"
+        after = await client.call_tool("rag_stats", {})
+        assert after.structured_content is not None
+        assert after.structured_content["sources"] == [CASTLE_URL]
+        assert after.structured_content["total_chunks"] == total - n
+
+
+async def test_crawl_sends_heartbeats_while_a_page_is_slow(
+    kb: KnowledgeBase, settings: RAGSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in_fetching(kb, monkeypatch, slow_page=CASTLE_URL, delay=0.8)
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with connect(kb, settings, heartbeat_sec=0.1) as client:
+        result = await client.call_tool(
+            "rag_crawl", {"url": "https://ex.test/"}, progress_callback=on_progress
+        )
+    assert not result.is_error, text_of(result)
+    during_slow_page = [v for v in progress if 1 < v < 2]
+    assert len(during_slow_page) >= 3, progress
+    assert progress == sorted(set(progress))
+
+
+async def test_search_is_answered_while_a_crawl_runs(
+    kb: KnowledgeBase, settings: RAGSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await ingest(kb, CASTLE_URL)
+    gate = asyncio.Event()
+    stand_in_fetching(kb, monkeypatch, gate=gate)
+    async with connect(kb, settings) as client:
+        crawl = asyncio.create_task(client.call_tool("rag_crawl", {"url": "https://ex.test/"}))
+        await asyncio.sleep(0.1)
+        search = await asyncio.wait_for(
+            client.call_tool("rag_search", {"query": "ふしぎなかぎ"}), timeout=10
+        )
+        assert not crawl.done(), "the crawl was meant to be still running"
+        gate.set()
+        crawled = await crawl
+    assert not search.is_error and CASTLE_URL in text_of(search)
+    assert not crawled.is_error
+
+
+async def test_handshake_does_not_wait_for_the_knowledge_base(
+    kb: KnowledgeBase, settings: RAGSettings
+) -> None:
+    opened = asyncio.Event()
+
+    async def slow_factory() -> KnowledgeBase:
+        await opened.wait()
+        return kb
+
+    server = build_server(settings, kb_factory=slow_factory)
+    async with Client(server, mode="legacy") as client:
+        tools = await asyncio.wait_for(client.list_tools(), timeout=5)
+        assert len(tools.tools) == 5
+        stats = asyncio.create_task(client.call_tool("rag_stats", {}))
+        await asyncio.sleep(0.05)
+        assert not stats.done(), "a tool call waits for the knowledge base"
+        opened.set()
+        result = await stats
+    assert not result.is_error, text_of(result)
+
+
+async def test_failed_open_is_a_tool_error_and_the_next_call_retries(
+    kb: KnowledgeBase, settings: RAGSettings
+) -> None:
+    embedding_server_up = False
+    attempts = 0
+
+    async def factory() -> KnowledgeBase:
+        nonlocal attempts
+        attempts += 1
+        if not embedding_server_up:
+            raise EmbeddingUnavailableError(
+                "The embedding server at http://localhost:1234/v1 is not reachable; start it."
+            )
+        return kb
+
+    server = build_server(settings, kb_factory=factory)
+    async with Client(server) as client:
+        first = await client.call_tool("rag_stats", {})
+        embedding_server_up = True
+        second = await client.call_tool("rag_stats", {})
+    assert first.is_error
+    assert text_of(first) == (
+        "The embedding server at http://localhost:1234/v1 is not reachable; start it."
+    )
+    assert not second.is_error, text_of(second)
+    assert attempts >= 2
+
+
+@pytest.mark.skipif(
+    not hasattr(KnowledgeBase, "ingest_page"),
+    reason="KnowledgeBase.ingest_page has not landed yet (rag_app/knowledge.py)",
+)
+async def test_private_address_is_refused_by_default(
+    kb: KnowledgeBase, settings: RAGSettings
+) -> None:
+    assert not settings.rag_allow_private_network
+    async with connect(kb, settings) as client:
+        result = await client.call_tool("rag_add", {"url": "http://127.0.0.1:9/page"})
+    assert result.is_error
+    message = text_of(result)
+    assert "127.0.0.1" in message and "\n" not in message
