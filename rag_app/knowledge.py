@@ -451,7 +451,8 @@ class KnowledgeBase:
             record = await asyncio.to_thread(self.store.get_source, key)
             if not ids and record is None:
                 raise UnknownSourceError(
-                    f"Nothing is stored for {source}; run `rag stats` to list the sources."
+                    f"Nothing is stored for {source}; list the stored sources with `rag stats` "
+                    "(or the rag_stats tool)."
                 )
             await asyncio.to_thread(self._delete_sync, key, ids)
         logger.info("Deleted %s: %d chunks", key, len(ids))

@@ -155,8 +155,9 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address | N
 
 def _refuse_address(host: str, ip: str, label: str, *, literal: bool) -> UrlRefusedError:
     where = f"The address {ip}" if literal else f"The host {host} resolves to {ip}, which"
+    article = "an" if label[:1].lower() in "aeiou" else "a"
     return UrlRefusedError(
-        f"{where} is a {label} address, so it is refused to protect internal services "
+        f"{where} is {article} {label} address, so it is refused to protect internal services "
         f"({PRIVATE_NETWORK_HINT})."
     )
 

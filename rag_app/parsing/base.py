@@ -1,0 +1,88 @@
+"""ChunkingNodeParser: the LlamaIndex NodeParser shared by all chunkers in this package.
+
+Subclasses only say how a text becomes `Chunk`s (`split_chunks`); this class turns them
+into `TextNode`s linked to their source document, numbers them (`chunk_index`, 0..n-1 in
+document order) and copies the document's metadata onto every node. All metadata keys are
+excluded from the embedding and LLM text, so what is embedded and shown is the chunk text
+alone; a caller that wants e.g. the title embedded removes that key from the exclusions.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.node_parser import NodeParser
+from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode
+from llama_index.core.utils import get_tqdm_iterable
+
+from rag_app.parsing.chunk import Chunk
+
+
+def exclude_all_metadata(nodes: Sequence[BaseNode]) -> None:
+    """Keep every metadata key out of the embedded and the LLM-visible text."""
+    for node in nodes:
+        keys = list(node.metadata)
+        node.excluded_embed_metadata_keys = keys
+        node.excluded_llm_metadata_keys = list(keys)
+
+
+class ChunkingNodeParser(NodeParser):
+    """A NodeParser whose splitting is a pure `text -> list[Chunk]` function."""
+
+    @abstractmethod
+    def split_chunks(self, text: str) -> list[Chunk]:
+        """The chunks of one document's text, in document order (never empty ones)."""
+
+    def _build_nodes(self, chunks: Sequence[Chunk], source: BaseNode) -> list[TextNode]:
+        relationships = {NodeRelationship.SOURCE: source.as_related_node_info()}
+        inherited = dict(source.metadata) if self.include_metadata else {}
+        nodes: list[TextNode] = []
+        for index, chunk in enumerate(chunks):
+            node = TextNode(
+                id_=self.id_func(index, source),
+                text=chunk.text,
+                metadata={**inherited, **chunk.metadata(index)},
+                relationships=dict(relationships),
+            )
+            if isinstance(source, TextNode):
+                node.metadata_template = source.metadata_template
+                node.metadata_separator = source.metadata_separator
+                node.text_template = source.text_template
+            nodes.append(node)
+        exclude_all_metadata(nodes)
+        return nodes
+
+    def _parse_nodes(
+        self,
+        nodes: Sequence[BaseNode],
+        show_progress: bool = False,
+        **kwargs: Any,
+    ) -> list[BaseNode]:
+        parsed: list[BaseNode] = []
+        for node in get_tqdm_iterable(nodes, show_progress, "Parsing nodes"):
+            chunks = self.split_chunks(node.get_content(metadata_mode=MetadataMode.NONE))
+            parsed.extend(self._build_nodes(chunks, node))
+        return parsed
+
+    def get_nodes_from_documents(
+        self,
+        documents: Sequence[Document],
+        show_progress: bool = False,
+        **kwargs: Any,
+    ) -> list[BaseNode]:
+        """Parse documents; metadata merged in afterwards is excluded from embedding too."""
+        nodes = super().get_nodes_from_documents(documents, show_progress, **kwargs)
+        exclude_all_metadata(nodes)
+        return nodes
+
+    async def aget_nodes_from_documents(
+        self,
+        documents: Sequence[Document],
+        show_progress: bool = False,
+        **kwargs: Any,
+    ) -> list[BaseNode]:
+        nodes = await super().aget_nodes_from_documents(documents, show_progress, **kwargs)
+        exclude_all_metadata(nodes)
+        return nodes

@@ -1,0 +1,160 @@
+"""Heading chunking: one section (heading + body) per chunk, with its breadcrumb.
+
+Markdown ATX headings (`#` to `######`, not inside fenced code) and HTML `<h1>`–`<h6>` are
+recognised. Every chunk of a section starts with the heading line (`## Title`, HTML
+headings are written the same way), so a piece of a long section still says what it is
+about; a body longer than the chunk is split with the prose splitter under that line.
+Metadata: `heading`, `heading_level`, `heading_path` (`A > B > C`, this heading last) and
+`parent_headings` (`A > B`). Text before the first heading becomes prose chunks with an
+empty path; a text without headings is chunked as prose (spec 000 fallback).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rag_app.parsing.base import ChunkingNodeParser
+from rag_app.parsing.chunk import Chunk, join_path
+from rag_app.parsing.content_type import ContentType
+from rag_app.parsing.prose import check_sizes, prose_chunks, split_prose
+
+_MD_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))??(?:[ \t]+#+)?[ \t]*$")
+_HTML_HEADING = re.compile(r"<h([1-6])\b[^>]*>(.*?)</h\1\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_ELLIPSIS = "…"
+
+
+@dataclass(frozen=True)
+class Section:
+    """A heading and the text up to the next heading (level 0: text before any heading)."""
+
+    heading: str
+    level: int
+    parents: tuple[str, ...]
+    body: str
+    has_children: bool = False
+
+    @property
+    def heading_path(self) -> str:
+        return join_path(*self.parents, self.heading)
+
+    @property
+    def parent_path(self) -> str:
+        return join_path(*self.parents)
+
+    @property
+    def heading_line(self) -> str:
+        return f"{'#' * self.level} {self.heading}" if self.level else ""
+
+
+def _html_heading_to_markdown(match: re.Match[str]) -> str:
+    text = " ".join(html.unescape(_TAG.sub(" ", match.group(2))).split())
+    if not text:
+        return match.group(0)
+    return f"\n{'#' * int(match.group(1))} {text}\n"
+
+
+def normalize_headings(text: str) -> str:
+    """Rewrite HTML headings as Markdown heading lines; unify line endings."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _HTML_HEADING.sub(_html_heading_to_markdown, text)
+
+
+def split_sections(text: str) -> list[Section]:
+    """Sections in document order; the level-0 preamble only if it has text."""
+    raw: list[tuple[str, int, tuple[str, ...], list[str]]] = [("", 0, (), [])]
+    stack: list[tuple[int, str]] = []
+    in_fence = False
+    for line in normalize_headings(text).split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else _MD_HEADING.match(line)
+        if match is None:
+            raw[-1][3].append(line)
+            continue
+        level, heading = len(match.group(1)), (match.group(2) or "").strip()
+        if not heading:
+            continue  # `#` with no text: an empty heading carries nothing
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        raw.append((heading, level, tuple(h for _, h in stack), []))
+        stack.append((level, heading))
+    sections: list[Section] = []
+    for index, (heading, level, parents, lines) in enumerate(raw):
+        body = "\n".join(lines).strip()
+        if level == 0 and not body:
+            continue
+        following = raw[index + 1][1] if index + 1 < len(raw) else 0
+        sections.append(Section(heading, level, parents, body, has_children=following > level))
+    return sections
+
+
+def _fit_heading_line(line: str, max_chunk_size: int) -> str:
+    limit = max(1, max_chunk_size // 2)
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + _ELLIPSIS
+
+
+def section_chunks(
+    section: Section,
+    max_chunk_size: int,
+    chunk_overlap: int,
+    body: str | None = None,
+) -> list[Chunk]:
+    """HEADING chunks of `body` (default: the section's body), each led by the heading line.
+
+    A section without body yields the heading line alone, unless sub-sections follow (they
+    carry it in their breadcrumb).
+    """
+    text = section.body if body is None else body.strip()
+    extra: dict[str, str | int | float | bool] = {
+        "heading": section.heading,
+        "parent_headings": section.parent_path,
+    }
+    line = _fit_heading_line(section.heading_line, max_chunk_size)
+    if not text:
+        if section.has_children or body is not None:
+            return []
+        return [Chunk(line, ContentType.HEADING, section.heading_path, section.level, extra)]
+    budget = max_chunk_size - len(line) - 1
+    overlap = min(chunk_overlap, budget // 2)
+    return [
+        Chunk(f"{line}\n{piece}", ContentType.HEADING, section.heading_path, section.level, extra)
+        for piece in split_prose(text, budget, overlap)
+    ]
+
+
+def chunk_by_headings(text: str, max_chunk_size: int = 500, chunk_overlap: int = 50) -> list[Chunk]:
+    """Spec 000 function: heading chunks, or prose chunks when there is no heading.
+
+    Without headings the whole text is the level-0 section, so it becomes prose chunks.
+    """
+    check_sizes(max_chunk_size, chunk_overlap)
+    chunks: list[Chunk] = []
+    for section in split_sections(text):
+        if section.level == 0:
+            chunks.extend(prose_chunks(section.body, max_chunk_size, chunk_overlap))
+        else:
+            chunks.extend(section_chunks(section, max_chunk_size, chunk_overlap))
+    return chunks
+
+
+class HeadingNodeParser(ChunkingNodeParser):
+    """NodeParser that chunks Markdown / HTML documents by heading sections."""
+
+    max_chunk_size: int = 500
+    chunk_overlap: int = 50
+
+    def __init__(self, max_chunk_size: int = 500, chunk_overlap: int = 50, **kwargs: Any) -> None:
+        check_sizes(max_chunk_size, chunk_overlap)
+        super().__init__(max_chunk_size=max_chunk_size, chunk_overlap=chunk_overlap, **kwargs)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HeadingNodeParser"
+
+    def split_chunks(self, text: str) -> list[Chunk]:
+        return chunk_by_headings(text, self.max_chunk_size, self.chunk_overlap)

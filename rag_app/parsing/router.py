@@ -1,0 +1,128 @@
+"""StructuredNodeParser: routes each part of a document to the right chunker.
+
+The document is split into heading sections; each section body into paragraphs
+(blank-line separated, fenced code kept whole). A paragraph that `detect_content_type`
+calls TABLE or MIXED is searched for tables; table rows go to the table chunker (their
+`heading_path` is the enclosing section's, plus the table caption), everything else to the
+heading chunker (inside a section) or the prose chunker (before the first heading).
+Nodes come out in document order with one continuous `chunk_index`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from rag_app.config import RAGSettings
+from rag_app.parsing.base import ChunkingNodeParser
+from rag_app.parsing.chunk import Chunk, MetadataValue
+from rag_app.parsing.content_type import ContentType, detect_content_type
+from rag_app.parsing.headings import Section, section_chunks, split_sections
+from rag_app.parsing.prose import check_sizes, prose_chunks
+from rag_app.parsing.tables import Table, caption_of, split_table_blocks, table_chunks
+
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+
+
+def _paragraphs(text: str) -> list[tuple[str, bool]]:
+    """(paragraph, is_code) pairs; a fenced code block is one paragraph."""
+    paragraphs: list[tuple[str, bool]] = []
+    current: list[str] = []
+    in_fence = False
+
+    def flush(is_code: bool) -> None:
+        if "\n".join(current).strip():
+            paragraphs.append(("\n".join(current), is_code))
+        current.clear()
+
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            if not in_fence:
+                flush(False)
+            current.append(line)
+            if in_fence:
+                flush(True)
+            in_fence = not in_fence
+        elif not in_fence and not line.strip():
+            flush(False)
+        else:
+            current.append(line)
+    flush(in_fence)
+    return paragraphs
+
+
+def split_blocks(text: str) -> list[str | Table]:
+    """Prose strings and `Table`s of a section body, in order; prose runs merged.
+
+    A short one-line paragraph right above a table (how the crawler writes `<caption>`)
+    becomes that table's caption, unless the table already has one.
+    """
+    blocks: list[str | Table] = []
+    previous = ""
+    for paragraph, is_code in _paragraphs(text):
+        tabular = not is_code and detect_content_type(paragraph) is not ContentType.PROSE
+        for block in split_table_blocks(paragraph) if tabular else [paragraph.strip()]:
+            if isinstance(block, Table) and block.start == 0 and not block.caption:
+                block = replace(block, caption=caption_of(previous))
+            if isinstance(block, str) and blocks and isinstance(blocks[-1], str):
+                blocks[-1] = f"{blocks[-1]}\n\n{block}"
+            else:
+                blocks.append(block)
+        previous = "" if is_code else paragraph.strip()
+    return blocks
+
+
+def _section_extra(section: Section) -> dict[str, MetadataValue]:
+    if not section.level:
+        return {}
+    return {"heading": section.heading, "parent_headings": section.parent_path}
+
+
+def structured_chunks(text: str, chunk_size: int = 200, chunk_overlap: int = 30) -> list[Chunk]:
+    """All chunks of `text`: heading sections, table rows and prose, in document order."""
+    check_sizes(chunk_size, chunk_overlap)
+    chunks: list[Chunk] = []
+    for section in split_sections(text):
+        if section.level and not section.body:
+            chunks.extend(section_chunks(section, chunk_size, chunk_overlap))
+            continue
+        for block in split_blocks(section.body):
+            if isinstance(block, Table):
+                chunks.extend(
+                    table_chunks(
+                        block,
+                        chunk_size,
+                        section.heading_path,
+                        section.level,
+                        _section_extra(section),
+                    )
+                )
+            elif section.level:
+                chunks.extend(section_chunks(section, chunk_size, chunk_overlap, block))
+            else:
+                chunks.extend(prose_chunks(block, chunk_size, chunk_overlap))
+    return chunks
+
+
+class StructuredNodeParser(ChunkingNodeParser):
+    """The default NodeParser: headings, tables and prose, each chunked its own way."""
+
+    chunk_size: int = 200
+    chunk_overlap: int = 30
+
+    def __init__(self, chunk_size: int = 200, chunk_overlap: int = 30, **kwargs: Any) -> None:
+        check_sizes(chunk_size, chunk_overlap)
+        super().__init__(chunk_size=chunk_size, chunk_overlap=chunk_overlap, **kwargs)
+
+    @classmethod
+    def from_settings(cls, settings: RAGSettings, **kwargs: Any) -> StructuredNodeParser:
+        """Sizes from `RAG_CHUNK_SIZE` / `RAG_CHUNK_OVERLAP`."""
+        return cls(settings.rag_chunk_size, settings.rag_chunk_overlap, **kwargs)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "StructuredNodeParser"
+
+    def split_chunks(self, text: str) -> list[Chunk]:
+        return structured_chunks(text, self.chunk_size, self.chunk_overlap)
