@@ -1,0 +1,202 @@
+"""Micro-benchmark of BM25Index at scale (run by hand, not a test).
+
+    python bench/bm25_scale.py [--docs 100000] [--rounds 30] [--queries 300]
+
+Builds a synthetic corpus of ~80-character Japanese/English chunks, then times:
+adding one 20-chunk page (tokenise + index + save), deleting a page, queries
+(p50/p95), loading from disk, a forced full snapshot, a postings compaction, and
+for comparison a from-scratch `bm25s` re-index from cached token ids (the
+alternative design that was rejected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import bm25s
+
+from rag_app.index.bm25_index import BM25Document, BM25Index
+from rag_app.index.tokenizer import get_tokenizer
+
+KANJI = "竜王攻撃力経験値魔法使剣盾城町村山川海空火水風雷氷毒回復呪文装備武器防具宝箱鍵扉地下迷宮"
+PARTICLES = ["の", "は", "が", "を", "に", "で", "と", "も", "から", "まで", "です。", "ます。"]
+ENGLISH = str.split(
+    "python asyncio server client index query vector token chunk crawl page link row"
+)
+
+
+def make_vocab(rng: random.Random) -> list[str]:
+    """A few thousand words in kanji, katakana, hiragana, English and numbers."""
+    words: set[str] = set()
+    while len(words) < 6000:
+        kind = rng.random()
+        if kind < 0.35:
+            words.add("".join(rng.choice(KANJI) for _ in range(rng.randint(2, 3))))
+        elif kind < 0.65:
+            words.add("".join(chr(rng.randint(0x30A2, 0x30F3)) for _ in range(rng.randint(3, 6))))
+        elif kind < 0.8:
+            words.add("".join(chr(rng.randint(0x3042, 0x3093)) for _ in range(rng.randint(3, 5))))
+        elif kind < 0.92:
+            words.add(rng.choice(ENGLISH) + str(rng.randint(0, 300)))
+        else:
+            words.add(str(rng.randint(0, 9999)))
+    return sorted(words)
+
+
+def make_text(rng: random.Random, vocab: list[str], weights: list[float], chars: int = 80) -> str:
+    parts: list[str] = []
+    size = 0
+    while size < chars:
+        word = rng.choices(vocab, cum_weights=weights)[0]
+        sep = rng.choice(PARTICLES) if not word.isascii() else " "
+        parts.append(word + sep)
+        size += len(word) + len(sep)
+    return "".join(parts)
+
+
+def page(rng: random.Random, vocab: list[str], weights: list[float], n: int, url: str):
+    return [
+        BM25Document(f"{url}#{i}", make_text(rng, vocab, weights), {"source_url": url, "i": i})
+        for i in range(n)
+    ]
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--queries", type=int, default=300)
+    args = parser.parse_args()
+
+    rng = random.Random(7)
+    vocab = make_vocab(rng)
+    weights = [1.0 / (rank + 1) ** 0.9 for rank in range(len(vocab))]
+    rng.shuffle(weights)
+    weights = list(itertools.accumulate(weights))  # cumulative: fast rng.choices
+    tokenizer = get_tokenizer()
+    rows: list[tuple[str, str]] = []
+
+    corpus = [
+        doc
+        for p in range(args.docs // 20)
+        for doc in page(rng, vocab, weights, 20, f"https://example.test/p{p}")
+    ]
+    t0 = time.perf_counter()
+    token_lists = [tokenizer(doc.text) for doc in corpus]
+    tok_s = time.perf_counter() - t0
+    n_tokens = sum(map(len, token_lists))
+    rows.append(
+        (
+            f"tokenise {len(corpus):,} docs",
+            f"{tok_s:.1f} s ({n_tokens / tok_s:,.0f} tokens/s, "
+            f"{sum(len(d.text) for d in corpus) / tok_s:,.0f} chars/s)",
+        )
+    )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        persist = Path(tmp) / "bm25"
+        index = BM25Index(persist)
+        ms = timed(lambda: index.rebuild(corpus))
+        rows.append((f"rebuild {len(index):,} docs + full save", f"{ms / 1000:.1f} s"))
+        size = sum(f.stat().st_size for f in persist.rglob("*") if f.is_file())
+        rows.append(("on-disk size", f"{size / 1e6:.1f} MB"))
+
+        add_ms, tok_ms, save_ms, del_ms = [], [], [], []
+        for r in range(args.rounds):
+            docs = page(rng, vocab, weights, 20, f"https://example.test/new{r}")
+            tok_ms.append(timed(lambda docs=docs: [tokenizer(d.text) for d in docs]))
+            add_ms.append(timed(lambda docs=docs: index.add(docs)))
+        for r in range(args.rounds):
+            del_ms.append(timed(lambda r=r: index.delete_source(f"https://example.test/p{r}")))
+        for _ in range(5):
+            index._full_save_pending = True
+            save_ms.append(timed(index.save))
+        rows.append(
+            (
+                "add 20-doc page incl. tokenise + save",
+                f"p50 {pct(add_ms, 0.5):.1f} ms, p95 {pct(add_ms, 0.95):.1f} ms, "
+                f"max {max(add_ms):.1f} ms",
+            )
+        )
+        rows.append(("  of which tokenise 20 docs", f"p50 {pct(tok_ms, 0.5):.1f} ms"))
+        rows.append(
+            (
+                "delete_source (20 docs) incl. save",
+                f"p50 {pct(del_ms, 0.5):.1f} ms, p95 {pct(del_ms, 0.95):.1f} ms",
+            )
+        )
+        rows.append(("forced full snapshot save", f"p50 {statistics.median(save_ms):.0f} ms"))
+        rows.append(("compaction of postings", f"{timed(index._corpus.compact):.0f} ms"))
+
+        memory = BM25Index(None)
+        memory.rebuild(corpus)
+        mem_ms = []
+        for r in range(args.rounds):
+            docs = page(rng, vocab, weights, 20, f"https://example.test/mem{r}")
+            mem_ms.append(timed(lambda docs=docs: memory.add(docs)))
+        rows.append(
+            ("add 20-doc page, in memory", f"p50 {pct(mem_ms, 0.5):.1f} ms, max {max(mem_ms):.1f}")
+        )
+
+        queries = []
+        for _ in range(args.queries):
+            words = rng.choices(vocab, cum_weights=weights, k=rng.randint(1, 4))
+            queries.append(" ".join(words))
+        for q in queries[:20]:
+            index.search(q, 30)  # warm-up
+        q_ms = [timed(lambda q=q: index.search(q, 30)) for q in queries]
+        q_tok = [timed(lambda q=q: tokenizer(q)) for q in queries]
+        rows.append(
+            (
+                f"search top-30 ({len(index):,} docs)",
+                f"p50 {pct(q_ms, 0.5):.2f} ms, p95 {pct(q_ms, 0.95):.2f} ms "
+                f"(tokenise p50 {pct(q_tok, 0.5):.2f} ms)",
+            )
+        )
+        reopened: list[BM25Index] = []
+        ms = timed(lambda: reopened.append(BM25Index(persist)))
+        same = reopened[0].search(queries[0], 10) == index.search(queries[0], 10)
+        rows.append(("load from disk", f"{ms / 1000:.2f} s (same results: {same})"))
+
+    ids = []
+    vocab_ids: dict[str, int] = {}
+    for tokens in token_lists:
+        ids.append([vocab_ids.setdefault(t, len(vocab_ids)) for t in tokens])
+    retriever = bm25s.BM25(k1=2.5, b=0.5, method="lucene")
+    ms = timed(
+        lambda: retriever.index(
+            bm25s.tokenization.Tokenized(ids=ids, vocab=vocab_ids), show_progress=False
+        )
+    )
+    rows.append(("alternative: bm25s re-index from cached ids", f"{ms / 1000:.2f} s"))
+    q_ids = [retriever.get_tokens_ids(tokenizer(q)) for q in queries]
+    bq = [timed(lambda q=q: retriever.get_scores(q) if q else None) for q in q_ids]
+    rows.append(("alternative: bm25s get_scores", f"p50 {pct(bq, 0.5):.2f} ms"))
+
+    width = max(len(name) for name, _ in rows)
+    print(f"\n{'measure'.ljust(width)} | result")
+    print(f"{'-' * width}-|-{'-' * 40}")
+    for name, value in rows:
+        print(f"{name.ljust(width)} | {value}")
+
+
+if __name__ == "__main__":
+    main()

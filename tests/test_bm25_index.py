@@ -1,0 +1,433 @@
+"""BM25Index: search, upserts, deletes, persistence, recovery, and the retriever."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import pytest
+from llama_index.core.schema import QueryBundle
+
+from rag_app.index import bm25_index as bm25_module
+from rag_app.index.bm25_index import BM25Document, BM25Index
+from rag_app.index.bm25_retriever import BM25IndexRetriever
+
+MONSTERS = [
+    ("t1", "名前: りゅうおう HP: 90 MP: 75", "https://game.test/monsters"),
+    ("t2", "名前: スライム HP: 8 MP: 0", "https://game.test/monsters"),
+    ("t3", "名前: ドラキー HP: 12 MP: 3", "https://game.test/monsters"),
+    ("p1", "スライムの攻撃力は低いが、群れで現れる。", "https://game.test/guide"),
+    ("p2", "はぐれメタルは経験値が高い。メタルスライムも同じ。", "https://game.test/guide"),
+    ("e1", "Python asyncio makes HTTP servers easy to write.", "https://dev.test/asyncio"),
+]
+
+
+def docs_of(rows: list[tuple[str, str, str]]) -> list[BM25Document]:
+    return [
+        BM25Document(i, text, {"source_url": src, "n": k}) for k, (i, text, src) in enumerate(rows)
+    ]
+
+
+def space_tokenizer(text: str) -> list[str]:
+    return text.split()
+
+
+@pytest.fixture
+def index() -> BM25Index:
+    idx = BM25Index(None)
+    idx.add(docs_of(MONSTERS))
+    return idx
+
+
+def test_add_search_delete(index: BM25Index) -> None:
+    assert len(index) == 6
+    hits = index.search("りゅうおう", 5)
+    assert hits[0][0] == "t1"
+    assert all(score > 0 for _, score in hits)
+    assert index.search("asyncio", 3)[0][0] == "e1"
+    assert index.delete_ids(["t1", "nope"]) == 1
+    assert [i for i, _ in index.search("りゅうおう", 5)] == []
+    assert len(index) == 5
+    assert "t1" not in index.ids()
+
+
+def test_results_sorted_positive_and_capped(index: BM25Index) -> None:
+    hits = index.search("スライム HP", 10)
+    scores = [s for _, s in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert all(s > 0 for s in scores)
+    assert {"t1", "t2", "t3", "p1", "p2"} <= {i for i, _ in hits}
+    assert len(index.search("スライム HP", 2)) == 2
+    assert index.search("スライム", 0) == []
+    assert index.search("存在しない単語ですよ", 5) == []
+    assert index.search("", 5) == []
+
+
+def test_score_order_follows_tf_and_length() -> None:
+    idx = BM25Index(None, tokenizer=space_tokenizer)
+    idx.add(
+        [
+            BM25Document("twice-short", "slime slime king"),
+            BM25Document("once-long", "slime a b c d e f g h i j k l"),
+            BM25Document("none", "golem dragon"),
+            BM25Document("other", "castle town"),
+        ]
+    )
+    hits = idx.search("slime", 10)
+    assert [i for i, _ in hits] == ["twice-short", "once-long"]
+    assert hits[0][1] > hits[1][1] > 0
+
+
+def test_scores_match_bm25s_lucene() -> None:
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(40)]
+    texts = [" ".join(rng.choices(words, k=rng.randint(1, 25))) for _ in range(60)]
+    idx = BM25Index(None, k1=2.5, b=0.5, tokenizer=space_tokenizer)
+    idx.add([BM25Document(f"d{i}", t) for i, t in enumerate(texts)])
+    ref = bm25s.BM25(k1=2.5, b=0.5, method="lucene")
+    ref.index([t.split() for t in texts], show_progress=False)
+    for query in (["w1"], ["w2", "w7"], ["w3", "w3", "w30"], ["w39", "w0", "w5", "w11"]):
+        expected = ref.get_scores(query)
+        got = dict(idx.search(" ".join(query), 100))
+        for i, score in enumerate(expected):
+            if score > 0:
+                assert got[f"d{i}"] == pytest.approx(float(score), rel=1e-5)
+            else:
+                assert f"d{i}" not in got
+
+
+def test_upsert_replaces(index: BM25Index) -> None:
+    index.add([BM25Document("t2", "名前: ゴーレム HP: 70", {"source_url": "https://other.test"})])
+    assert len(index) == 6
+    assert "t2" not in [i for i, _ in index.search("スライム", 10)]
+    assert index.search("ゴーレム", 3)[0][0] == "t2"
+    (doc,) = index.get(["t2"])
+    assert doc.text == "名前: ゴーレム HP: 70"
+    assert doc.source == "https://other.test"
+    assert index.sources()["https://game.test/monsters"] == 2
+
+
+def test_delete_source_and_sources(index: BM25Index) -> None:
+    assert index.sources() == {
+        "https://game.test/monsters": 3,
+        "https://game.test/guide": 2,
+        "https://dev.test/asyncio": 1,
+    }
+    assert index.delete_source("https://game.test/monsters") == 3
+    assert index.delete_source("https://game.test/monsters") == 0
+    assert index.ids() == {"p1", "p2", "e1"}
+    assert "https://game.test/monsters" not in index.sources()
+
+
+def test_get_returns_copies_in_requested_order(index: BM25Index) -> None:
+    docs = index.get(["p1", "missing", "t1"])
+    assert [d.id for d in docs] == ["p1", "t1"]
+    docs[0].metadata["source_url"] = "changed"
+    assert index.get(["p1"])[0].source == "https://game.test/guide"
+
+
+def test_rejects_bad_documents() -> None:
+    idx = BM25Index(None)
+    with pytest.raises(ValueError, match="metadata"):
+        idx.add([BM25Document("x", "text", {"bad": [1, 2]})])  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="id"):
+        idx.add([BM25Document("", "text")])
+    assert len(idx) == 0
+
+
+def test_clear_and_rebuild(index: BM25Index) -> None:
+    index.clear()
+    assert len(index) == 0
+    assert index.search("スライム", 5) == []
+    assert index.rebuild(docs_of(MONSTERS[:3])) == 3
+    assert index.search("りゅうおう", 5)[0][0] == "t1"
+
+
+def _random_ops_corpus(seed: int) -> tuple[BM25Index, dict[str, BM25Document]]:
+    """Apply a random mix of adds, upserts and deletes; return the index and the truth."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(120)]
+    live: dict[str, BM25Document] = {}
+    idx = BM25Index(None, tokenizer=space_tokenizer)
+    for step in range(150):
+        batch = []
+        for _ in range(rng.randint(1, 8)):
+            doc_id = f"d{rng.randint(0, 400)}"
+            text = " ".join(rng.choices(words, k=rng.randint(0, 30)))
+            batch.append(BM25Document(doc_id, text, {"source_url": f"s{rng.randint(0, 20)}"}))
+        idx.add(batch)
+        live.update({d.id: d for d in batch})
+        if step % 3 == 0:
+            gone = rng.sample(sorted(live), k=min(len(live), rng.randint(1, 6)))
+            assert idx.delete_ids(gone) == len(gone)
+            for doc_id in gone:
+                del live[doc_id]
+        if step == 70:
+            idx._corpus.compact()  # exercise search across compacted + delta postings
+    return idx, live
+
+
+def test_incremental_equals_from_scratch() -> None:
+    incremental, live = _random_ops_corpus(11)
+    scratch = BM25Index(None, tokenizer=space_tokenizer)
+    scratch.rebuild(live.values())
+    assert incremental.ids() == scratch.ids() == set(live)
+    assert incremental.sources() == scratch.sources()
+    rng = random.Random(5)
+    for _ in range(40):
+        query = " ".join(f"w{rng.randint(0, 125)}" for _ in range(rng.randint(1, 4)))
+        a, b = incremental.search(query, 15), scratch.search(query, 15)
+        assert [i for i, _ in a] == [i for i, _ in b]
+        assert [s for _, s in a] == pytest.approx([s for _, s in b], rel=1e-12)
+
+
+def test_persistence_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "bm25"
+    first = BM25Index(path)
+    assert not path.exists()  # created on first write only
+    first.add(docs_of(MONSTERS))
+    first.delete_ids(["t3"])
+    first.add([BM25Document("t2", "名前: ゴーレム HP: 70", {"source_url": "https://x.test"})])
+    second = BM25Index(path)
+    assert second.needs_rebuild is False
+    assert second.ids() == first.ids()
+    assert second.sources() == first.sources()
+    assert second.get(["t2"]) == first.get(["t2"])
+    for query in ("りゅうおう", "スライム HP", "ゴーレム", "asyncio"):
+        assert second.search(query, 10) == first.search(query, 10)
+    second.delete_source("https://game.test/guide")
+    third = BM25Index(path)
+    assert third.ids() == {"t1", "t2", "e1"}
+
+
+@pytest.mark.parametrize("slack", [1000, 0])
+def test_segment_merges_keep_disk_equal_to_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slack: int
+) -> None:
+    # slack 1000: small segments merged into base + tail; slack 0: frequent full snapshots.
+    monkeypatch.setattr(bm25_module, "MAX_SEGMENTS", 3)
+    monkeypatch.setattr(bm25_module, "FULL_SNAPSHOT_SLACK", slack)
+    path = tmp_path / "bm25"
+    idx = BM25Index(path, tokenizer=space_tokenizer)
+    rng = random.Random(slack)
+    words = [f"w{i}" for i in range(15)]
+    for step in range(30):
+        if step % 4 == 3:
+            idx.delete_ids(rng.sample(sorted(idx.ids()), k=2))
+        else:
+            doc_id = f"d{rng.randint(0, 12)}"  # often an upsert
+            text = " ".join(rng.choices(words, k=rng.randint(1, 6)))
+            idx.add([BM25Document(doc_id, text, {"source_url": f"s{step % 3}", "step": step})])
+        segments = [p for p in path.iterdir() if p.name.startswith("seg-")]
+        assert 1 <= len(segments) <= 3
+        reopened = BM25Index(path, tokenizer=space_tokenizer)
+        assert reopened.ids() == idx.ids()
+        assert reopened.get(sorted(idx.ids())) == idx.get(sorted(idx.ids()))
+        for word in words[:5]:
+            assert reopened.search(word, 20) == idx.search(word, 20)
+
+
+def test_saves_leave_no_temp_files(tmp_path: Path) -> None:
+    path = tmp_path / "bm25"
+    idx = BM25Index(path)
+    idx.add(docs_of(MONSTERS))
+    idx.delete_source("https://dev.test/asyncio")
+    idx.clear()
+    idx.rebuild(docs_of(MONSTERS))
+    names = sorted(p.name for p in path.iterdir())
+    assert names == ["manifest.json", names[1]]
+    assert names[1].startswith("seg-")
+    assert not [p for p in tmp_path.rglob(".tmp-*")]
+
+
+def test_failed_save_keeps_previous_index(tmp_path: Path, monkeypatch, caplog) -> None:
+    path = tmp_path / "bm25"
+    BM25Index(path).add(docs_of(MONSTERS[:3]))
+    idx = BM25Index(path)
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(BM25Index, "_write_manifest", boom)
+    with caplog.at_level(logging.WARNING):
+        idx.add(docs_of(MONSTERS[3:]))  # segment written, commit point fails
+    assert "could not be saved" in caplog.text
+    assert len(idx) == 6  # memory is fine
+    monkeypatch.undo()
+    reopened = BM25Index(path)
+    assert reopened.ids() == {"t1", "t2", "t3"}  # the old, complete state
+    assert reopened.needs_rebuild is False
+    assert reopened.search("りゅうおう", 3)[0][0] == "t1"
+    idx.save()  # the pending changes are written once the disk works again
+    assert BM25Index(path).ids() == {d[0] for d in MONSTERS}
+
+
+def _saved(tmp_path: Path) -> Path:
+    path = tmp_path / "bm25"
+    BM25Index(path).add(docs_of(MONSTERS))
+    return path
+
+
+def _assert_empty_and_flagged(path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        idx = BM25Index(path)
+    assert len(idx) == 0
+    assert idx.needs_rebuild is True
+    assert any(r.levelno == logging.WARNING and "rebuilt" in r.message for r in caplog.records)
+    idx.rebuild(docs_of(MONSTERS))
+    assert idx.needs_rebuild is False
+    reopened = BM25Index(path)
+    assert reopened.needs_rebuild is False
+    assert len(reopened) == len(MONSTERS)
+
+
+def test_corrupt_manifest_starts_empty_and_flags_rebuild(tmp_path: Path, caplog) -> None:
+    path = _saved(tmp_path)
+    (path / "manifest.json").write_text("{not json", encoding="utf-8")
+    _assert_empty_and_flagged(path, caplog)
+
+
+def test_corrupt_segment_starts_empty_and_flags_rebuild(tmp_path: Path, caplog) -> None:
+    path = _saved(tmp_path)
+    (segment,) = [p for p in path.iterdir() if p.name.startswith("seg-")]
+    segment.write_bytes(b"\x00garbage")
+    _assert_empty_and_flagged(path, caplog)
+
+
+def test_truncated_segment_starts_empty(tmp_path: Path, caplog) -> None:
+    path = _saved(tmp_path)
+    (segment,) = [p for p in path.iterdir() if p.name.startswith("seg-")]
+    data = segment.read_bytes()
+    segment.write_bytes(data[: len(data) // 2])
+    _assert_empty_and_flagged(path, caplog)
+
+
+def test_missing_segment_starts_empty(tmp_path: Path, caplog) -> None:
+    path = _saved(tmp_path)
+    for segment in path.glob("seg-*"):
+        segment.unlink()
+    _assert_empty_and_flagged(path, caplog)
+
+
+def test_manifest_count_mismatch_starts_empty(tmp_path: Path, caplog) -> None:
+    path = _saved(tmp_path)
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    manifest["doc_count"] += 1
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    _assert_empty_and_flagged(path, caplog)
+
+
+def test_version_mismatch_starts_empty_and_flags_rebuild(tmp_path: Path, caplog) -> None:
+    path = _saved(tmp_path)
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    manifest["version"] = 999
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    _assert_empty_and_flagged(path, caplog)
+
+
+def test_foreign_directory_content_flags_rebuild(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "bm25"
+    path.mkdir()
+    (path / "metadata.json").write_text("{}", encoding="utf-8")  # an older format
+    _assert_empty_and_flagged(path, caplog)
+
+
+def test_missing_or_empty_dir_is_a_fresh_index(tmp_path: Path, caplog) -> None:
+    (tmp_path / "empty").mkdir()
+    with caplog.at_level(logging.WARNING):
+        for path in (tmp_path / "missing", tmp_path / "empty"):
+            idx = BM25Index(path)
+            assert len(idx) == 0
+            assert idx.needs_rebuild is False
+    assert not caplog.records
+
+
+def test_tokenizer_change_retokenises_stored_text(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "bm25"
+    BM25Index(path, tokenizer=space_tokenizer).add(
+        [BM25Document("a", "Alpha beta"), BM25Document("b", "gamma"), BM25Document("c", "x")]
+    )
+
+    def upper(text: str) -> list[str]:
+        return text.upper().split()
+
+    with caplog.at_level(logging.WARNING):
+        idx = BM25Index(path, tokenizer=upper)
+    assert "re-tokenising" in caplog.text
+    assert idx.needs_rebuild is False
+    assert idx.search("alpha", 3)[0][0] == "a"  # stored "Alpha" would not match "ALPHA"
+    assert "Alpha" not in idx._corpus.vocab
+
+
+def test_in_memory_index_writes_nothing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    idx = BM25Index(None)
+    idx.add(docs_of(MONSTERS))
+    idx.delete_source("https://dev.test/asyncio")
+    idx.save()
+    assert list(tmp_path.iterdir()) == []
+    assert idx.search("スライム", 1)
+
+
+def test_concurrent_writers_and_readers() -> None:
+    idx = BM25Index(None, tokenizer=space_tokenizer)
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for k in range(60):
+                idx.add([BM25Document(f"{w}-{k}", f"slime w{w} n{k}", {"source_url": f"s{w}"})])
+                if k % 10 == 9:
+                    idx.delete_ids([f"{w}-{k - 5}"])
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    def reader() -> None:
+        try:
+            for _ in range(200):
+                for doc_id, score in idx.search("slime w1", 5):
+                    assert score > 0 and doc_id
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    threads += [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(idx) == 3 * (60 - 6)
+    assert idx.sources() == {"s0": 54, "s1": 54, "s2": 54}
+
+
+def test_retriever_returns_fresh_nodes(index: BM25Index) -> None:
+    retriever = BM25IndexRetriever(index, similarity_top_k=2)
+    results = retriever.retrieve("スライム")
+    assert len(results) == 2
+    assert results[0].score == pytest.approx(index.search("スライム", 1)[0][1])
+    top = results[0]
+    assert top.node.node_id == index.search("スライム", 1)[0][0]
+    assert top.node.metadata["source_url"].startswith("https://game.test/")
+    assert top.node.get_content() == index.get([top.node.node_id])[0].text
+    top.node.metadata["source_url"] = "mutated"
+    again = retriever.retrieve(QueryBundle("スライム"))
+    assert again[0].node is not top.node
+    assert again[0].node.metadata["source_url"] != "mutated"
+    assert retriever.retrieve("存在しない単語ですよ") == []
+
+
+def test_retriever_rejects_bad_top_k(index: BM25Index) -> None:
+    with pytest.raises(ValueError, match="similarity_top_k"):
+        BM25IndexRetriever(index, similarity_top_k=0)
+
+
+def test_scores_are_plain_floats(index: BM25Index) -> None:
+    for _, score in index.search("スライム HP", 5):
+        assert type(score) is float
+    assert not isinstance(index.search("スライム", 1)[0][1], np.floating)
