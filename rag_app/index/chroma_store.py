@@ -60,6 +60,16 @@ class SourceRecord:
         return cls(**known, extra=json.loads(raw_extra or "{}"))
 
 
+@dataclass(frozen=True)
+class RawHit:
+    """A vector hit as Chroma returns it (node not built yet)."""
+
+    id: str
+    distance: float
+    text: str
+    metadata: Any
+
+
 def make_client(settings: RAGSettings) -> ClientAPI:
     """A Chroma client: HTTP when `CHROMA_HOST` is set, else embedded on disk."""
     try:
@@ -196,7 +206,7 @@ class ChromaStore:
         return node  # type: ignore[return-value]
 
     def query(self, embedding: Sequence[float], top_k: int) -> list[tuple[TextNode, float]]:
-        """Nearest chunks as (node, cosine distance), best first."""
+        """Nearest chunks as (node, cosine distance), best first (LlamaIndex path)."""
         if top_k <= 0 or self.count() == 0:
             return []
         result = self.vector_store.query(
@@ -207,6 +217,37 @@ class ChromaStore:
             (node, distance_from_similarity(s))  # type: ignore[misc]
             for node, s in zip(result.nodes or [], sims, strict=True)
         ]
+
+    def query_raw(self, embedding: Sequence[float], top_k: int) -> list[RawHit]:
+        """Nearest chunks without building nodes: the hot search path parses only the
+        few hits it returns (building 30 nodes per query costs more than the ANN search).
+        """
+        if top_k <= 0:
+            return []
+        try:
+            got = self.collection.query(
+                query_embeddings=[list(embedding)],
+                n_results=top_k,
+                include=["documents", "metadatas", "distances"],
+            )
+        except Exception:
+            if self.count() == 0:
+                return []
+            raise
+        return [
+            RawHit(i, float(d), t or "", m or {})
+            for i, d, t, m in zip(
+                got["ids"][0],
+                got["distances"][0],
+                got["documents"][0],
+                got["metadatas"][0],
+                strict=True,
+            )
+        ]
+
+    @classmethod
+    def raw_to_node(cls, hit: RawHit) -> TextNode:
+        return cls._to_node(hit.id, hit.text, hit.metadata)
 
     # --- sources ----------------------------------------------------------
     def get_source(self, source: str) -> SourceRecord | None:

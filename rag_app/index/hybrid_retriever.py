@@ -16,7 +16,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from rag_app.index.bm25_index import BM25Index
-from rag_app.index.chroma_store import ChromaStore
+from rag_app.index.chroma_store import ChromaStore, RawHit
 from rag_app.index.fusion import fetch_count, fuse
 from rag_app.timing import timer
 
@@ -97,16 +97,16 @@ class HybridRetriever(BaseRetriever):
         t = outcome.timings
         k = fetch_count(n)
         with timer("total", t, logger):
-            vec_raw: list[tuple[TextNode, float]] = []
+            vec_raw: list[RawHit] = []
             bm_raw: list[tuple[str, float]] = []
             want_vec = mode in ("fused", "vector", "separate")
             want_bm = mode in ("fused", "bm25", "separate")
 
-            async def vector_side() -> list[tuple[TextNode, float]]:
+            async def vector_side() -> list[RawHit]:
                 with timer("query_embedding", t, logger):
                     emb = await self.embed_model.aget_query_embedding(query)
                 with timer("vector_query", t, logger):
-                    return await asyncio.to_thread(self.store.query, emb, k)
+                    return await asyncio.to_thread(self.store.query_raw, emb, k)
 
             async def bm25_side() -> list[tuple[str, float]]:
                 with timer("bm25_query", t, logger):
@@ -120,74 +120,60 @@ class HybridRetriever(BaseRetriever):
                 bm_raw = await bm25_side()
 
             with timer("fusion", t, logger):
-                nodes = {node.node_id: node for node, _ in vec_raw}
-                distances = {node.node_id: d for node, d in vec_raw}
+                raw = {h.id: h for h in vec_raw}
+                distances = {h.id: h.distance for h in vec_raw}
                 bm25_scores = dict(bm_raw)
-                missing = [i for i in bm25_scores if i not in nodes]
+                ranked = self._rank(mode, n, distances, bm25_scores)
+                needed = {i for ids in ranked.values() for i, *_ in ids}
+                nodes = {i: ChromaStore.raw_to_node(raw[i]) for i in needed if i in raw}
+                missing = [i for i in needed if i not in nodes]
             if missing:
                 with timer("fetch_nodes", t, logger):
                     fetched = await asyncio.to_thread(self.store.get_nodes, missing)
                 nodes.update({node.node_id: node for node in fetched})
             with timer("fusion", t, logger):
-                self._fill(outcome, mode, n, nodes, distances, bm25_scores)
+                for side, rows in ranked.items():
+                    scored = [
+                        _scored(nodes[i], score, vector_distance=d, bm25_score=b, combined_score=c)
+                        for i, score, d, b, c in rows
+                        if i in nodes
+                    ]
+                    setattr(outcome, side, scored)
+                if mode == "vector":
+                    outcome.fused = outcome.vector
+                elif mode == "bm25":
+                    outcome.fused = outcome.bm25
         return outcome
 
-    def _fill(
+    def _rank(
         self,
-        outcome: SearchOutcome,
         mode: str,
         n: int,
-        nodes: dict[str, TextNode],
         distances: dict[str, float],
         bm25_scores: dict[str, float],
-    ) -> None:
+    ) -> dict[str, list[tuple[str, float, float | None, float | None, float | None]]]:
+        """Ranked ids per output list: (id, score, distance, bm25, combined)."""
         thr = self.similarity_threshold
+        out: dict[str, list[tuple[str, float, float | None, float | None, float | None]]] = {}
         if mode in ("vector", "separate"):
-            ranked = sorted(distances.items(), key=lambda kv: kv[1])
-            outcome.vector = [
-                _scored(
-                    nodes[i],
-                    1.0 - d,
-                    vector_distance=d,
-                    bm25_score=bm25_scores.get(i),
-                    combined_score=None,
-                )
-                for i, d in ranked
-                if i in nodes and (thr is None or d <= thr)
+            vec = sorted(distances.items(), key=lambda kv: kv[1])
+            out["vector"] = [
+                (i, 1.0 - d, d, bm25_scores.get(i), None) for i, d in vec if thr is None or d <= thr
             ][:n]
         if mode in ("bm25", "separate"):
-            ranked_b = sorted(bm25_scores.items(), key=lambda kv: -kv[1])
-            outcome.bm25 = [
-                _scored(
-                    nodes[i],
-                    s,
-                    vector_distance=distances.get(i),
-                    bm25_score=s,
-                    combined_score=None,
-                )
-                for i, s in ranked_b
-                if i in nodes
-            ][:n]
+            bm = sorted(bm25_scores.items(), key=lambda kv: -kv[1])[:n]
+            out["bm25"] = [(i, s, distances.get(i), s, None) for i, s in bm]
         if mode == "fused":
             fused = fuse(
-                {i: d for i, d in distances.items() if i in nodes},
-                {i: s for i, s in bm25_scores.items() if i in nodes},
+                distances,
+                bm25_scores,
                 vector_weight=self.vector_weight,
                 n_results=n,
                 similarity_threshold=thr,
                 min_combined_score=self.min_combined_score,
             )
-            outcome.fused = [
-                _scored(
-                    nodes[f.node_id],
-                    f.combined_score,
-                    vector_distance=f.vector_distance,
-                    bm25_score=f.bm25_score,
-                    combined_score=f.combined_score,
-                )
+            out["fused"] = [
+                (f.node_id, f.combined_score, f.vector_distance, f.bm25_score, f.combined_score)
                 for f in fused
             ]
-        elif mode == "vector":
-            outcome.fused = outcome.vector
-        elif mode == "bm25":
-            outcome.fused = outcome.bm25
+        return out
