@@ -51,7 +51,9 @@ def test_env_example_lists_every_setting() -> None:
     import re
 
     from rag_app.config import RAGSettings
+    from slack_router.settings import SlackSettings
 
     example = (Path(__file__).resolve().parent.parent / ".env.example").read_text()
     listed = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", example, flags=re.MULTILINE))
-    assert listed == {name.upper() for name in RAGSettings.model_fields}
+    fields = {*RAGSettings.model_fields, *SlackSettings.model_fields}
+    assert listed == {name.upper() for name in fields}

@@ -16,7 +16,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from rag_app.index.bm25_index import BM25Index
-from rag_app.index.chroma_store import ChromaStore, RawHit
+from rag_app.index.chroma_store import ChromaStore
 from rag_app.index.fusion import fetch_count, fuse
 from rag_app.timing import timer
 
@@ -97,16 +97,16 @@ class HybridRetriever(BaseRetriever):
         t = outcome.timings
         k = fetch_count(n)
         with timer("total", t, logger):
-            vec_raw: list[RawHit] = []
+            vec_raw: list[tuple[str, float]] = []
             bm_raw: list[tuple[str, float]] = []
             want_vec = mode in ("fused", "vector", "separate")
             want_bm = mode in ("fused", "bm25", "separate")
 
-            async def vector_side() -> list[RawHit]:
+            async def vector_side() -> list[tuple[str, float]]:
                 with timer("query_embedding", t, logger):
                     emb = await self.embed_model.aget_query_embedding(query)
                 with timer("vector_query", t, logger):
-                    return await asyncio.to_thread(self.store.query_raw, emb, k)
+                    return await asyncio.to_thread(self.store.query_ids, emb, k)
 
             async def bm25_side() -> list[tuple[str, float]]:
                 with timer("bm25_query", t, logger):
@@ -120,17 +120,15 @@ class HybridRetriever(BaseRetriever):
                 bm_raw = await bm25_side()
 
             with timer("fusion", t, logger):
-                raw = {h.id: h for h in vec_raw}
-                distances = {h.id: h.distance for h in vec_raw}
+                distances = dict(vec_raw)
                 bm25_scores = dict(bm_raw)
                 ranked = self._rank(mode, n, distances, bm25_scores)
-                needed = {i for ids in ranked.values() for i, *_ in ids}
-                nodes = {i: ChromaStore.raw_to_node(raw[i]) for i in needed if i in raw}
-                missing = [i for i in needed if i not in nodes]
-            if missing:
+                needed = list(dict.fromkeys(i for rows in ranked.values() for i, *_ in rows))
+            nodes: dict[str, TextNode] = {}
+            if needed:
                 with timer("fetch_nodes", t, logger):
-                    fetched = await asyncio.to_thread(self.store.get_nodes, missing)
-                nodes.update({node.node_id: node for node in fetched})
+                    fetched = await asyncio.to_thread(self.store.get_nodes, needed)
+                nodes = {node.node_id: node for node in fetched}
             with timer("fusion", t, logger):
                 for side, rows in ranked.items():
                     scored = [
