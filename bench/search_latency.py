@@ -31,20 +31,90 @@ from pydantic import PrivateAttr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rag_app.config import load_settings  # noqa: E402
-from rag_app.embeddings import get_embed_model  # noqa: E402
-from rag_app.index.tokenizer import get_tokenizer  # noqa: E402
-from rag_app.knowledge import KnowledgeBase, bm25_text  # noqa: E402
+from rag_app.config import load_settings
+from rag_app.embeddings import get_embed_model
+from rag_app.index.tokenizer import get_tokenizer
+from rag_app.knowledge import KnowledgeBase, bm25_text
 
-WORDS_JA = (
-    "りゅうおう スライム ドラキー ゴーレム 勇者 王様 城 洞窟 町 村 剣 鎧 盾 呪文 回復 攻撃 守備 "
-    "経験値 ゴールド 宝箱 地図 東京 京都 大阪 寺院 神社 歴史 文化 経済 政治 科学 技術 研究 "
-    "大学 学生 先生 会社 社員 製品 価格 市場 天気 季節 料理 野菜 果物 音楽 映画 小説 作家"
-).split()
-WORDS_EN = (
-    "python asyncio coroutine task event loop server client request response database index "
-    "vector search query token embedding model cache memory disk network timeout retry error"
-).split()
+WORDS_JA = [
+    "りゅうおう",
+    "スライム",
+    "ドラキー",
+    "ゴーレム",
+    "勇者",
+    "王様",
+    "城",
+    "洞窟",
+    "町",
+    "村",
+    "剣",
+    "鎧",
+    "盾",
+    "呪文",
+    "回復",
+    "攻撃",
+    "守備",
+    "経験値",
+    "ゴールド",
+    "宝箱",
+    "地図",
+    "東京",
+    "京都",
+    "大阪",
+    "寺院",
+    "神社",
+    "歴史",
+    "文化",
+    "経済",
+    "政治",
+    "科学",
+    "技術",
+    "研究",
+    "大学",
+    "学生",
+    "先生",
+    "会社",
+    "社員",
+    "製品",
+    "価格",
+    "市場",
+    "天気",
+    "季節",
+    "料理",
+    "野菜",
+    "果物",
+    "音楽",
+    "映画",
+    "小説",
+    "作家",
+]
+WORDS_EN = [
+    "python",
+    "asyncio",
+    "coroutine",
+    "task",
+    "event",
+    "loop",
+    "server",
+    "client",
+    "request",
+    "response",
+    "database",
+    "index",
+    "vector",
+    "search",
+    "query",
+    "token",
+    "embedding",
+    "model",
+    "cache",
+    "memory",
+    "disk",
+    "network",
+    "timeout",
+    "retry",
+    "error",
+]
 QUERIES = [
     "りゅうおう",
     "スライムの攻撃力",
