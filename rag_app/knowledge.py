@@ -27,6 +27,7 @@ from rag_app.errors import CrawlError, EmptyQueryError, RAGError, UnknownSourceE
 from rag_app.index.bm25_index import BM25Document, BM25Index
 from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
+from rag_app.index.tokenizer import get_tokenizer
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
 from rag_app.local_files import read_local_document, scan_dir
 from rag_app.parsing.router import StructuredNodeParser
@@ -118,6 +119,15 @@ class KnowledgeBase:
             )
             bm25.rebuild([self._bm25_doc(n) for n in store.iter_nodes()])
         self._store, self._bm25 = store, bm25
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Load the tokenizer, a local model and Chroma's index now, so the first search is
+        as fast as the rest (remote providers are left alone: no call at open)."""
+        get_tokenizer()("warm up")
+        if self.settings.embedding_provider == "builtin":
+            vector = self.embed_model.get_query_embedding("warm up")
+            self.store.query_ids(vector, 1)  # Chroma loads its HNSW segment on first query
 
     @property
     def store(self) -> ChromaStore:
