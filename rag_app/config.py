@@ -58,8 +58,8 @@ class RAGSettings(BaseSettings):
     rag_retrieval_count: int = Field(3, ge=1, le=100)
     rag_similarity_threshold: float | None = Field(None, ge=0.0, le=2.0)
     rag_hybrid_search_enabled: bool = True
-    rag_vector_weight: float = Field(0.90, ge=0.0, le=1.0)
-    rag_bm25_k1: float = Field(2.5, ge=0.0)
+    rag_vector_weight: float = Field(0.50, ge=0.0, le=1.0)
+    rag_bm25_k1: float = Field(0.5, ge=0.0)
     rag_bm25_b: float = Field(0.50, ge=0.0, le=1.0)
     rag_min_combined_score: float | None = Field(None, ge=0.0, le=1.0)
 
