@@ -1,12 +1,12 @@
 """The evidence behind the retrieval defaults, on JSQuAD (`python -m eval.evidence`).
 
 Runs the real pipeline — our chunking, tokenizer, builtin embeddings, Chroma, BM25 and
-the project's fusion — on every JSQuAD query for two variants of what is embedded:
+the project's fusion — on every JSQuAD query for two variants of what is embedded,
+each applied for the run by swapping `rag_app.ingest_transforms.embed_text`:
 
-- `current`: the code as it is (a chunk is embedded as its text alone);
-- `title-embedding`: the chunk embedded with its page title and heading path in
-  front, the same context `knowledge.bm25_text` already gives BM25 (applied for the run
-  by swapping `rag_app.ingest_transforms.embed_text`; see docs/evaluation.md).
+- `chunk-text`: a chunk is embedded as its text alone (the code before the change);
+- `title-embedding`: page title and heading path in front of the chunk text, the same
+  context `knowledge.bm25_text` gives BM25; table rows stay alone (the shipped code).
 
 For each variant and chunking, candidates are fetched once per query and every BM25
 k1/b pair and fusion (BM25 only, vector only, RRF, CC at each α) is scored from them,
@@ -52,33 +52,42 @@ from eval.sweep import SweepResult, rows_for, write_sweep
 from rag_app.config import load_settings
 from rag_app.embeddings import get_embed_model
 
-VARIANTS = ("current", "title-embedding")
+VARIANTS = ("chunk-text", "title-embedding")
 DEFAULT_ALPHAS = tuple(round(i / 10, 1) for i in range(11))
 DEFAULT_CHUNKINGS = ((200, 30), (400, 50))
 DEFAULT_BM25 = ((2.5, 0.5), (1.2, 0.75), (1.2, 0.5), (0.9, 0.4), (0.5, 0.5))
 Setting = tuple[int, int, float, float]
-CURRENT_DEFAULTS: Setting = (200, 30, 2.5, 0.5)
+SPEC_DEFAULTS: Setting = (200, 30, 2.5, 0.5)
+"""Chunking and BM25 parameters of spec 000 (with α = 0.9)."""
+SPEC_ALPHA = 0.9
+
+
+def chunk_text_only(node: BaseNode) -> str:
+    """The chunk text alone: what the `chunk-text` variant embeds."""
+    return node.get_content(metadata_mode=MetadataMode.NONE)
 
 
 def titled_embed_text(node: BaseNode) -> str:
-    """Title, heading path and chunk text: what the `title-embedding` variant embeds."""
+    """Title, heading path and chunk text (table rows alone): the `title-embedding` variant."""
     meta = node.metadata
-    parts = [str(meta.get("title", "")), str(meta.get("heading_path", ""))]
-    parts.append(node.get_content(metadata_mode=MetadataMode.NONE))
+    text = node.get_content(metadata_mode=MetadataMode.NONE)
+    if meta.get("content_type") == "table":
+        return text
+    parts = [str(meta.get("title", "")), str(meta.get("heading_path", "")), text]
     return "\n".join(p for p in parts if p)
+
+
+_EMBED_TEXT = {"chunk-text": chunk_text_only, "title-embedding": titled_embed_text}
 
 
 @contextmanager
 def variant(name: str) -> Iterator[None]:
-    """Apply a pipeline variant for the duration of the block."""
-    if name not in VARIANTS:
+    """Embed chunks the way variant `name` does for the duration of the block."""
+    if name not in _EMBED_TEXT:
         raise ValueError(f"unknown variant {name!r}; use one of {', '.join(VARIANTS)}")
-    if name == "current":
-        yield
-        return
     saved = ingest_transforms.embed_text, knowledge.embed_text
-    ingest_transforms.embed_text = titled_embed_text
-    knowledge.embed_text = titled_embed_text
+    ingest_transforms.embed_text = _EMBED_TEXT[name]
+    knowledge.embed_text = _EMBED_TEXT[name]
     try:
         yield
     finally:
@@ -199,28 +208,28 @@ def _best_alpha(cands: CandidateSet, alphas: Sequence[float]) -> float:
 def evidence_rows(
     runs: dict[str, VariantRun],
     alphas: Sequence[float],
-    recommended: TableRow,
+    shipped: TableRow,
 ) -> list[TableRow]:
-    """The curated rows: current code, its BM25 tuning, the embedding variant, chunking."""
+    """The curated rows: spec defaults, BM25 tuning, the embedding variant, chunkings."""
     rows: list[TableRow] = []
-    current = runs.get("current")
-    base = CURRENT_DEFAULTS
-    if current and base in current.candidates:
-        cands = current.candidates[base]
-        group = "Current code and defaults (chunks 200/30, k1 2.5, b 0.5)"
+    plain = runs.get("chunk-text")
+    base = SPEC_DEFAULTS
+    if plain and base in plain.candidates:
+        cands = plain.candidates[base]
+        group = "Spec defaults: chunk text embedded, chunks 200/30, k1 2.5, b 0.5"
         for method in ("bm25", "vector", "rrf"):
-            rows.append(TableRow(group, "current", base, method, None))
-        rows.append(TableRow(group, "current", base, "cc", 0.9, "current default α"))
+            rows.append(TableRow(group, plain.name, base, method, None))
+        rows.append(TableRow(group, plain.name, base, "cc", SPEC_ALPHA, "spec default α"))
         best = _best_alpha(cands, alphas)
-        rows.append(TableRow(group, "current", base, "cc", best, "best α"))
-        group = "BM25 k1 / b, current embedding text (chunks 200/30, best α each)"
-        for setting in current.candidates:
+        rows.append(TableRow(group, plain.name, base, "cc", best, "best α"))
+        group = "BM25 k1 / b with the chunk text embedded (chunks 200/30, best α each)"
+        for setting in plain.candidates:
             if setting[:2] == (200, 30) and setting != base:
-                best = _best_alpha(current.candidates[setting], alphas)
-                rows.append(TableRow(group, "current", setting, "cc", best))
+                best = _best_alpha(plain.candidates[setting], alphas)
+                rows.append(TableRow(group, plain.name, setting, "cc", best))
     titled = runs.get("title-embedding")
     if titled:
-        rec = recommended.setting
+        rec = shipped.setting
         group = (
             f"Title + heading embedded with the chunk (chunks {rec[0]}/{rec[1]}, "
             f"k1 {rec[2]:g}, b {rec[3]:g})"
@@ -229,7 +238,7 @@ def evidence_rows(
             for method in ("bm25", "vector", "rrf"):
                 rows.append(TableRow(group, titled.name, rec, method, None))
             for alpha in (0.3, 0.4, 0.5, 0.6, 0.7, 0.9):
-                note = "**recommended**" if alpha == recommended.alpha else ""
+                note = "shipped" if alpha == shipped.alpha else ""
                 rows.append(TableRow(group, titled.name, rec, "cc", alpha, note))
         group = "Title embedding, other BM25 settings and chunkings (best α each)"
         ordered = sorted(titled.candidates, key=lambda s: (s[:2] != rec[:2], s[0], -s[2], -s[3]))
@@ -250,7 +259,7 @@ def render_table(rows: Sequence[TableRow], runs: dict[str, VariantRun], referenc
     group = None
     header = (
         "| Configuration | Chunks | k1 / b | nDCG@10 | MRR@10 | Recall@5 | "
-        "Δ nDCG vs recommended (95% CI) |"
+        "Δ nDCG vs shipped (95% CI) |"
     )
     for row in rows:
         if row.group != group:
@@ -318,7 +327,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="pickle of the fetched candidates: loaded when it exists, else written "
         "(re-render the table without querying again)",
     )
-    p.add_argument("--recommended", default="200:30:0.5:0.5:0.4", help="SIZE:OVERLAP:K1:B:ALPHA")
+    p.add_argument("--shipped", default="200:30:0.5:0.5:0.5", help="SIZE:OVERLAP:K1:B:ALPHA")
     return p.parse_args(argv)
 
 
@@ -328,9 +337,9 @@ async def _main(args: argparse.Namespace) -> int:
         print("error: no JSQuAD folder found; pass --jsquad DIR.", file=sys.stderr)
         return 2
     documents, queries = load_jsquad(folder, args.limit)
-    size, overlap, k1, b, alpha = args.recommended.split(":")
+    size, overlap, k1, b, alpha = args.shipped.split(":")
     rec_setting: Setting = (int(size), int(overlap), float(k1), float(b))
-    recommended = TableRow("", "title-embedding", rec_setting, "cc", float(alpha))
+    shipped = TableRow("", "title-embedding", rec_setting, "cc", float(alpha))
     bm25_settings = list(dict.fromkeys([*DEFAULT_BM25, rec_setting[2:]]))
     chunkings = list(dict.fromkeys([*DEFAULT_CHUNKINGS, rec_setting[:2]]))
     saved = Path(args.candidates_file) if args.candidates_file else None
@@ -339,7 +348,7 @@ async def _main(args: argparse.Namespace) -> int:
     else:
         runs = {}
         for name in args.variants.split(","):
-            sizes = chunkings if name == "title-embedding" else [(200, 30)]
+            sizes = chunkings if name == "title-embedding" else [(200, 30)]  # the spec's
             runs[name] = await collect(
                 name,
                 documents,
@@ -357,10 +366,10 @@ async def _main(args: argparse.Namespace) -> int:
     write_csv(runs, DEFAULT_ALPHAS, out / "evidence.csv")
     for run in runs.values():
         result = sweep_of(run, DEFAULT_ALPHAS)
-        if run.name == recommended.variant:
-            marked, label = result.find(rec_setting, float(alpha)), "recommended"
+        if run.name == shipped.variant:
+            marked, label = result.find(rec_setting, float(alpha)), "shipped"
         else:
-            marked, label = result.find(CURRENT_DEFAULTS, 0.9), "current default"
+            marked, label = result.find(SPEC_DEFAULTS, SPEC_ALPHA), "spec default"
         write_sweep(
             result,
             out / run.name,
@@ -368,8 +377,8 @@ async def _main(args: argparse.Namespace) -> int:
             marked=marked,
             marked_label=label,
         )
-    if recommended.variant in runs:
-        table = render_table(evidence_rows(runs, DEFAULT_ALPHAS, recommended), runs, recommended)
+    if shipped.variant in runs:
+        table = render_table(evidence_rows(runs, DEFAULT_ALPHAS, shipped), runs, shipped)
         (out / "evidence.md").write_text(table, encoding="utf-8")
         print(table)
     print(f"Written to {out}", file=sys.stderr)

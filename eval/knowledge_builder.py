@@ -1,14 +1,18 @@
 """Build (or reuse) the knowledge base an evaluation searches.
 
-Each chunking gets its own Chroma collection and BM25 folder inside the persist
-directory (`eval-c200-o30`, `bm25-c200-o30`), because ingest is keyed by the content
-hash: the same document re-chunked differently would otherwise count as unchanged. A
-second run with the same chunking re-ingests nothing (hash match, no embedding call);
-sources that left the document set are deleted, so the index mirrors the documents.
+Ingest is keyed by the content hash, so a document whose text did not change is never
+re-chunked or re-embedded. That is what makes reruns cheap, but it would also make an
+evaluation silently reuse chunks built another way. So every way of building gets its
+own Chroma collection and BM25 folder inside the persist directory, named after the
+chunking and a fingerprint of the pipeline (embedding model and the text `embed_text`
+makes of a probe chunk): `eval-c200-o30-1a2b3c4d`, `bm25-c200-o30-1a2b3c4d`. A second
+run with the same build re-ingests nothing; sources that left the document set are
+deleted, so the index mirrors the documents.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import TextNode
 
+import rag_app.ingest_transforms as ingest_transforms
 from eval.datasets import EvalDocument
 from rag_app.config import RAGSettings, load_settings
 from rag_app.knowledge import KnowledgeBase
@@ -41,9 +47,24 @@ class BuildSummary:
         )
 
 
-def collection_name(chunk_size: int, chunk_overlap: int) -> str:
-    """The Chroma collection that holds the documents chunked this way."""
-    return f"eval-c{chunk_size}-o{chunk_overlap}"
+def pipeline_fingerprint(embedding_model: str) -> str:
+    """8 hex digits that change when what gets embedded changes (model or `embed_text`)."""
+    probe = TextNode(
+        text="本文 body text",
+        metadata={
+            "title": "題名 title",
+            "heading_path": "見出し > heading",
+            "content_type": "prose",
+        },
+    )
+    text = ingest_transforms.embed_text(probe)  # looked up now: follows any replacement
+    return hashlib.sha256(f"{embedding_model}\x00{text}".encode()).hexdigest()[:8]
+
+
+def collection_name(chunk_size: int, chunk_overlap: int, fingerprint: str = "") -> str:
+    """The Chroma collection that holds the documents chunked (and embedded) this way."""
+    name = f"eval-c{chunk_size}-o{chunk_overlap}"
+    return f"{name}-{fingerprint}" if fingerprint else name
 
 
 def eval_settings(
@@ -58,14 +79,15 @@ def eval_settings(
     invalid values such as overlap >= size.
     """
     folder = Path(persist_dir)
-    values: dict[str, Any] = {
+    base = {"rag_chunk_size": chunk_size, "rag_chunk_overlap": chunk_overlap}
+    fingerprint = pipeline_fingerprint(load_settings(**{**base, **overrides}).embedding_model_name)
+    name = collection_name(chunk_size, chunk_overlap, fingerprint)
+    storage = {
         "chromadb_persist_dir": str(folder),
-        "bm25_persist_dir": str(folder / f"bm25-c{chunk_size}-o{chunk_overlap}"),
-        "rag_collection_name": collection_name(chunk_size, chunk_overlap),
-        "rag_chunk_size": chunk_size,
-        "rag_chunk_overlap": chunk_overlap,
+        "bm25_persist_dir": str(folder / name.replace("eval-", "bm25-", 1)),
+        "rag_collection_name": name,
     }
-    return load_settings(**{**values, **overrides})
+    return load_settings(**{**base, **storage, **overrides})
 
 
 async def build_knowledge_base(

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -32,17 +29,7 @@ SLACK_ENV = (
 )
 
 
-def _load_stand_ins() -> ModuleType:
-    path = Path(__file__).parent / "fixtures" / "slack_stand_ins.py"
-    spec = importlib.util.spec_from_file_location("slack_stand_ins", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-stand_ins = _load_stand_ins()
+from tests.fixtures import slack_stand_ins as stand_ins  # noqa: E402
 
 
 @pytest.fixture

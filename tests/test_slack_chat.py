@@ -6,12 +6,8 @@ through the router to a loopback Slack API.
 
 from __future__ import annotations
 
-import importlib.util
 import socket
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 import pytest_asyncio
@@ -30,17 +26,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 SOURCES = ["https://example.com/dq/monsters", "https://example.com/dq/spells"]
 
 
-def _load_stand_ins() -> ModuleType:
-    path = Path(__file__).parent / "fixtures" / "slack_stand_ins.py"
-    spec = importlib.util.spec_from_file_location("slack_stand_ins", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-stand_ins = _load_stand_ins()
+from tests.fixtures import slack_stand_ins as stand_ins  # noqa: E402
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import logging
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -21,17 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 RAG_TOOLS = {"rag_search", "rag_add", "rag_crawl", "rag_delete", "rag_stats"}
 
 
-def _load_stand_ins() -> ModuleType:
-    path = Path(__file__).parent / "fixtures" / "slack_stand_ins.py"
-    spec = importlib.util.spec_from_file_location("slack_stand_ins", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-stand_ins = _load_stand_ins()
+from tests.fixtures import slack_stand_ins as stand_ins  # noqa: E402
 
 
 def _write_config(path: Path, servers: dict[str, object]) -> Path:

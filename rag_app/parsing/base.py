@@ -28,6 +28,17 @@ def exclude_all_metadata(nodes: Sequence[BaseNode]) -> None:
         node.excluded_llm_metadata_keys = list(keys)
 
 
+def check_sizes(chunk_size: int, chunk_overlap: int) -> None:
+    """Raise ValueError (one sentence) for sizes that cannot produce chunks."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1 character, got {chunk_size}.")
+    if not 0 <= chunk_overlap < chunk_size:
+        raise ValueError(
+            f"chunk_overlap ({chunk_overlap}) must be between 0 and chunk_size "
+            f"({chunk_size}) - 1; lower the overlap or raise the chunk size."
+        )
+
+
 class ChunkingNodeParser(NodeParser):
     """A NodeParser whose splitting is a pure `text -> list[Chunk]` function."""
 
@@ -86,3 +97,14 @@ class ChunkingNodeParser(NodeParser):
         nodes = await super().aget_nodes_from_documents(documents, show_progress, **kwargs)
         exclude_all_metadata(nodes)
         return nodes
+
+
+class SizedNodeParser(ChunkingNodeParser):
+    """A ChunkingNodeParser with a validated `chunk_size` / `chunk_overlap` pair."""
+
+    chunk_size: int = 200
+    chunk_overlap: int = 30
+
+    def __init__(self, chunk_size: int = 200, chunk_overlap: int = 30, **kwargs: Any) -> None:
+        check_sizes(chunk_size, chunk_overlap)
+        super().__init__(chunk_size=chunk_size, chunk_overlap=chunk_overlap, **kwargs)

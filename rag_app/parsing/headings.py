@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rag_app.parsing.base import ChunkingNodeParser
+from rag_app.parsing.base import ChunkingNodeParser, check_sizes
 from rag_app.parsing.chunk import Chunk, join_path
 from rag_app.parsing.content_type import ContentType
-from rag_app.parsing.prose import check_sizes, prose_chunks, split_prose
+from rag_app.parsing.prose import prose_chunks, split_prose
 
 _MD_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))??(?:[ \t]+#+)?[ \t]*$")
 _HTML_HEADING = re.compile(r"<h([1-6])\b[^>]*>(.*?)</h\1\s*>", re.IGNORECASE | re.DOTALL)

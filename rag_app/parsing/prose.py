@@ -20,9 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
-from rag_app.parsing.base import ChunkingNodeParser
+from rag_app.parsing.base import SizedNodeParser, check_sizes
 from rag_app.parsing.chunk import Chunk
 from rag_app.parsing.content_type import ContentType
 
@@ -39,17 +38,6 @@ class _Unit:
 
     text: str
     sep: str
-
-
-def check_sizes(chunk_size: int, chunk_overlap: int) -> None:
-    """Raise ValueError (one sentence) for sizes that cannot produce chunks."""
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be at least 1 character, got {chunk_size}.")
-    if not 0 <= chunk_overlap < chunk_size:
-        raise ValueError(
-            f"chunk_overlap ({chunk_overlap}) must be between 0 and chunk_size "
-            f"({chunk_size}) - 1; lower the overlap or raise the chunk size."
-        )
 
 
 def split_sentences(text: str) -> list[str]:
@@ -191,15 +179,8 @@ def prose_chunks(
     ]
 
 
-class ProseNodeParser(ChunkingNodeParser):
+class ProseNodeParser(SizedNodeParser):
     """NodeParser for plain text: paragraph → sentence → characters with overlap."""
-
-    chunk_size: int = 200
-    chunk_overlap: int = 30
-
-    def __init__(self, chunk_size: int = 200, chunk_overlap: int = 30, **kwargs: Any) -> None:
-        check_sizes(chunk_size, chunk_overlap)
-        super().__init__(chunk_size=chunk_size, chunk_overlap=chunk_overlap, **kwargs)
 
     @classmethod
     def class_name(cls) -> str:

@@ -15,11 +15,11 @@ from dataclasses import replace
 from typing import Any
 
 from rag_app.config import RAGSettings
-from rag_app.parsing.base import ChunkingNodeParser
+from rag_app.parsing.base import SizedNodeParser, check_sizes
 from rag_app.parsing.chunk import Chunk, MetadataValue
 from rag_app.parsing.content_type import ContentType, detect_content_type
 from rag_app.parsing.headings import Section, section_chunks, split_sections
-from rag_app.parsing.prose import check_sizes, prose_chunks
+from rag_app.parsing.prose import prose_chunks
 from rag_app.parsing.tables import Table, caption_of, split_table_blocks, table_chunks
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
@@ -105,15 +105,8 @@ def structured_chunks(text: str, chunk_size: int = 200, chunk_overlap: int = 30)
     return chunks
 
 
-class StructuredNodeParser(ChunkingNodeParser):
+class StructuredNodeParser(SizedNodeParser):
     """The default NodeParser: headings, tables and prose, each chunked its own way."""
-
-    chunk_size: int = 200
-    chunk_overlap: int = 30
-
-    def __init__(self, chunk_size: int = 200, chunk_overlap: int = 30, **kwargs: Any) -> None:
-        check_sizes(chunk_size, chunk_overlap)
-        super().__init__(chunk_size=chunk_size, chunk_overlap=chunk_overlap, **kwargs)
 
     @classmethod
     def from_settings(cls, settings: RAGSettings, **kwargs: Any) -> StructuredNodeParser:

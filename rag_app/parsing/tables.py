@@ -22,9 +22,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import zip_longest
-from typing import Any
 
-from rag_app.parsing.base import ChunkingNodeParser
+from rag_app.parsing.base import SizedNodeParser, check_sizes
 from rag_app.parsing.chunk import Chunk, MetadataValue, join_path
 from rag_app.parsing.content_type import (
     SENTENCE_ENDINGS,
@@ -36,7 +35,7 @@ from rag_app.parsing.content_type import (
     looks_like_sentences,
 )
 from rag_app.parsing.headings import split_sections
-from rag_app.parsing.prose import check_sizes, prose_chunks
+from rag_app.parsing.prose import prose_chunks
 
 HEADER_JOINER = " | "
 CAPTION_MAX_CHARS = 60
@@ -262,15 +261,8 @@ def chunk_table_data(
     return chunks
 
 
-class TableNodeParser(ChunkingNodeParser):
+class TableNodeParser(SizedNodeParser):
     """NodeParser for tabular text: one node per table row, header repeated."""
-
-    chunk_size: int = 200
-    chunk_overlap: int = 30
-
-    def __init__(self, chunk_size: int = 200, chunk_overlap: int = 30, **kwargs: Any) -> None:
-        check_sizes(chunk_size, chunk_overlap)
-        super().__init__(chunk_size=chunk_size, chunk_overlap=chunk_overlap, **kwargs)
 
     @classmethod
     def class_name(cls) -> str:
