@@ -78,6 +78,10 @@ def titled_embed_text(node: BaseNode) -> str:
 
 
 _EMBED_TEXT = {"chunk-text": chunk_text_only, "title-embedding": titled_embed_text}
+_TITLES = {
+    "chunk-text": "chunk text embedded (before)",
+    "title-embedding": "title + heading + chunk embedded (shipped)",
+}
 
 
 @contextmanager
@@ -373,7 +377,7 @@ async def _main(args: argparse.Namespace) -> int:
         write_sweep(
             result,
             out / run.name,
-            title=f"JSQuAD v1.3 validation, all {len(queries)} queries — variant {run.name}",
+            title=f"JSQuAD v1.3 validation, {len(queries):,} questions — {_TITLES[run.name]}",
             marked=marked,
             marked_label=label,
         )

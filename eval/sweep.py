@@ -273,9 +273,11 @@ def plot_sweep(
                 value = getattr(ref.scores, metric)
                 ax.axhline(value, color="0.35", linestyle=style, linewidth=1, label=label)
         best_label = f"best = {marked_label}" if marked == best else "best"
-        _mark(ax, best, metric, name, best_label, "*", "crimson", (12, -34))
+        _mark(ax, best, metric, name, best_label, "*", "crimson", (-120, 16))
         if marked is not None and marked != best:
-            _mark(ax, marked, metric, name, marked_label, "D", "black", (-95, -40))
+            _mark(ax, marked, metric, name, marked_label, "D", "black", (22, -48))
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high + 0.18 * (high - low))  # room for the labels above the best
         ax.set_xlabel("α (vector weight)")
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)

@@ -46,9 +46,15 @@ retrieval_log = logging.getLogger("rag_app.retrieval")
 Progress = Callable[[int, int], None]
 
 
+# Bump when what is embedded or indexed for a chunk changes, so unchanged pages are
+# re-chunked and re-embedded once instead of keeping vectors of the old text.
+INDEXED_TEXT_VERSION = 2
+
+
 def content_hash(title: str, text: str) -> str:
-    """Hash of what a source's chunks are built from."""
-    return hashlib.sha256(f"{title}\x00{text}".encode()).hexdigest()
+    """Hash of what a source's chunks are built from (and how they are built)."""
+    key = f"v{INDEXED_TEXT_VERSION}\x00{title}\x00{text}"
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def bm25_text(node: BaseNode) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import rag_app.index.hybrid_retriever as hybrid_module
+import rag_app.ingest_transforms as ingest_transforms
 from eval.baseline import load_baseline
 from eval.candidates import cc_ranker, fetch_candidates, rrf_ranker
 from eval.cli import main, run
@@ -336,6 +337,20 @@ async def test_refused_candidates_match_the_live_retriever(
     fused = rrf_ranker(5)(only.items[0])
     assert fused and set(fused) <= set(only.items[0].vector) | set(only.items[0].bm25)
     await kb.aclose()
+
+
+def test_each_chunking_and_embedding_text_gets_its_own_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = eval_settings(tmp_path, 200, 30)
+    assert first.rag_collection_name.startswith("eval-c200-o30-")
+    assert first.chromadb_persist_dir == str(tmp_path)
+    assert eval_settings(tmp_path, 200, 30).rag_collection_name == first.rag_collection_name
+    assert eval_settings(tmp_path, 300, 30).rag_collection_name.startswith("eval-c300-o30-")
+    monkeypatch.setattr(ingest_transforms, "embed_text", lambda node: "other " + node.text)
+    changed = eval_settings(tmp_path, 200, 30)
+    assert changed.rag_collection_name != first.rag_collection_name  # never reuse stale vectors
+    assert changed.bm25_persist_dir != first.bm25_persist_dir
 
 
 async def test_embedding_cache_serves_repeats(tmp_path: Path, builtin_embed: Any) -> None:

@@ -307,7 +307,7 @@ class BM25Index:
     def __init__(
         self,
         persist_dir: str | Path | None,
-        k1: float = 2.5,
+        k1: float = 0.5,
         b: float = 0.5,
         tokenizer: Tokenizer | None = None,
         autosave: bool = True,

@@ -65,7 +65,7 @@ class HybridRetriever(BaseRetriever):
         embed_model: BaseEmbedding,
         *,
         similarity_top_k: int = 3,
-        vector_weight: float = 0.9,
+        vector_weight: float = 0.5,
         similarity_threshold: float | None = None,
         min_combined_score: float | None = None,
         mode: SearchMode = "fused",
