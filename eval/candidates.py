@@ -72,7 +72,7 @@ async def fetch_candidates(
     for done, query in enumerate(queries, 1):
         text = query.query.strip()
         embedding = await retriever.embed_model.aget_query_embedding(text)
-        vector = {node.node_id: d for node, d in retriever.store.query(embedding, fetch)}
+        vector = dict(retriever.store.query_ids(embedding, fetch))
         bm25 = dict(retriever.bm25.search(text, fetch))
         items.append(QueryCandidates(query, vector, bm25))
         if progress is not None:

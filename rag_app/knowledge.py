@@ -10,7 +10,6 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore
 
 from rag_app.config import RAGSettings, get_settings
 from rag_app.crawl.crawler import WebCrawler
-from rag_app.crawl.pages import CrawledPage, NotModified
+from rag_app.crawl.pages import CrawledPage, NotModified, utc_now_iso
 from rag_app.embeddings import get_embed_model
 from rag_app.errors import CrawlError, EmptyQueryError, RAGError, UnknownSourceError
 from rag_app.index.bm25_index import BM25Document, BM25Index
@@ -64,8 +63,20 @@ def bm25_text(node: BaseNode) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+def _is_gone(err: Exception) -> bool:
+    """The server says the page no longer exists (HTTP 404/410)."""
+    return getattr(err, "status", None) in (404, 410)
+
+
+async def _fetch_conditional(
+    crawler: WebCrawler, url: str, old: SourceRecord | None
+) -> CrawledPage | NotModified:
+    """Fetch a page, sending the stored ETag/Last-Modified so an unchanged page is a 304."""
+    return await crawler.crawl_page(
+        url,
+        etag=(old.etag or None) if old else None,
+        last_modified=(old.last_modified or None) if old else None,
+    )
 
 
 def _embedding_dimension(model: BaseEmbedding) -> int:
@@ -112,7 +123,7 @@ class KnowledgeBase:
             client, s.rag_collection_name, model_name=s.embedding_model_name, dimension=dim
         )
         bm25 = BM25Index(
-            None if self._client is not None and not s.bm25_persist_dir else s.bm25_persist_dir,
+            s.bm25_persist_dir or None,
             k1=s.rag_bm25_k1,
             b=s.rag_bm25_b,
         )
@@ -193,7 +204,7 @@ class KnowledgeBase:
                         setattr(old, key, value)
                     await asyncio.to_thread(self.store.put_source, old)
                 return IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
-            now = _now()
+            now = utc_now_iso()
             doc_meta: dict[str, Any] = {
                 "source_url": source,
                 "title": title,
@@ -256,13 +267,9 @@ class KnowledgeBase:
             normalized = crawler.validate_url(url)
             old = await asyncio.to_thread(self.store.get_source, normalized)
             try:
-                outcome = await crawler.crawl_page(
-                    normalized,
-                    etag=(old.etag or None) if old else None,
-                    last_modified=(old.last_modified or None) if old else None,
-                )
+                outcome = await _fetch_conditional(crawler, normalized, old)
             except CrawlError as err:
-                if prune and old is not None and getattr(err, "status", None) in (404, 410):
+                if prune and old is not None and _is_gone(err):
                     await self.delete_source(normalized)
                     raise CrawlError(f"{err} The stored copy was removed (--prune).") from err
                 raise
@@ -313,19 +320,14 @@ class KnowledgeBase:
                 nonlocal done
                 old = known.get(page_url)
                 try:
-                    outcome = await crawler.crawl_page(
-                        page_url,
-                        etag=(old.etag or None) if old else None,
-                        last_modified=(old.last_modified or None) if old else None,
-                    )
+                    outcome = await _fetch_conditional(crawler, page_url, old)
                     result = await self._ingest_outcome(outcome, old)
                     summary.pages_crawled += 1
                     summary.chunks_stored += result.chunks
                     summary.unchanged += int(result.unchanged)
                 except RAGError as err:
                     detail = {"url": page_url, "reason": str(err)}
-                    gone = getattr(err, "status", None) in (404, 410)
-                    if gone and old is not None:
+                    if _is_gone(err) and old is not None:
                         detail["gone"] = "true"
                         if prune:
                             await self.delete_source(page_url)
@@ -538,10 +540,6 @@ class KnowledgeBase:
         self._bm25 = None
         self._open_sync()
         return len(nodes)
-
-    async def source_record(self, source: str) -> SourceRecord | None:
-        await self.open()
-        return await asyncio.to_thread(self.store.get_source, self._resolve_source(source))
 
     async def aclose(self) -> None:
         """Release resources (nothing is buffered: every write is already durable)."""

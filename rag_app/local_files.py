@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rag_app.crawl.charset import decode_body
+from rag_app.crawl.html_text import html_to_text, markdown_title
+
 SUFFIXES = frozenset({".md", ".markdown", ".html", ".htm", ".txt"})
 
 
@@ -18,23 +21,12 @@ def scan_dir(root: Path) -> list[Path]:
     )
 
 
-def _markdown_title(text: str, fallback: str) -> str:
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("# "):
-            return stripped[2:].strip()
-    return fallback
-
-
 def read_local_document(path: Path) -> tuple[str, str]:
     """(title, text) of a file; HTML goes through the same extraction as crawled pages."""
     raw = path.read_bytes()
     if path.suffix.lower() in {".html", ".htm"}:
-        from rag_app.crawl.charset import decode_body
-        from rag_app.crawl.html_text import html_to_text
-
         html, _codec = decode_body(raw, None, is_html=True)
         page = html_to_text(html)
         return page.title or path.stem, page.text
     text = raw.decode("utf-8", errors="replace")
-    return _markdown_title(text, path.stem), text
+    return markdown_title(text) or path.stem, text

@@ -174,13 +174,19 @@ async def test_html_file_is_extracted(kb: KnowledgeBase, docs: Path) -> None:
     assert "清水寺" in hit.heading_path
 
 
-async def test_bm25_rebuilt_when_missing(
-    settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path
-) -> None:
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
+async def _indexed_chunks(settings: RAGSettings, embed: CountingEmbedding, docs: Path) -> int:
+    """Index `docs` with a knowledge base that is then closed; its chunk count."""
+    kb = KnowledgeBase(settings, embed_model=embed)
     await kb.index_dir(docs)
     total = (await kb.stats()).total_chunks
     await kb.aclose()
+    return total
+
+
+async def test_bm25_rebuilt_when_missing(
+    settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path
+) -> None:
+    total = await _indexed_chunks(settings, counting_embed, docs)
     shutil.rmtree(settings.bm25_persist_dir)
     reopened = KnowledgeBase(settings, embed_model=counting_embed)
     stats = await reopened.stats()
@@ -192,10 +198,7 @@ async def test_bm25_rebuilt_when_missing(
 async def test_bm25_rebuilt_when_corrupt(
     settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path
 ) -> None:
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
-    await kb.index_dir(docs)
-    total = (await kb.stats()).total_chunks
-    await kb.aclose()
+    total = await _indexed_chunks(settings, counting_embed, docs)
     for f in Path(settings.bm25_persist_dir).rglob("*"):
         if f.is_file():
             f.write_bytes(b"\x00garbage")
@@ -206,10 +209,7 @@ async def test_bm25_rebuilt_when_corrupt(
 async def test_model_mismatch_names_reindex_and_reindex_fixes_it(
     settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path
 ) -> None:
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
-    await kb.index_dir(docs)
-    total = (await kb.stats()).total_chunks
-    await kb.aclose()
+    total = await _indexed_chunks(settings, counting_embed, docs)
     other = settings.model_copy(update={"embedding_provider": "local"})
     with pytest.raises(EmbeddingMismatchError, match="rag reindex"):
         await KnowledgeBase(other, embed_model=counting_embed).open()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -18,7 +17,6 @@ import chromadb
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from llama_index.core.schema import BaseNode, TextNode
-from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
@@ -76,11 +74,6 @@ def make_client(settings: RAGSettings) -> ClientAPI:
             f"Could not open {where} ({err}); check CHROMA_HOST/CHROMA_PORT or "
             "CHROMADB_PERSIST_DIR."
         ) from err
-
-
-def distance_from_similarity(similarity: float) -> float:
-    """Undo ChromaVectorStore's `exp(-distance)` to get the cosine distance back."""
-    return -math.log(similarity) if similarity > 0 else float("inf")
 
 
 class ChromaStore:
@@ -194,19 +187,6 @@ class ChromaStore:
         node = metadata_dict_to_node(dict(meta or {}), text=text or "")
         node.id_ = node_id
         return node  # type: ignore[return-value]
-
-    def query(self, embedding: Sequence[float], top_k: int) -> list[tuple[TextNode, float]]:
-        """Nearest chunks as (node, cosine distance), best first (LlamaIndex path)."""
-        if top_k <= 0 or self.count() == 0:
-            return []
-        result = self.vector_store.query(
-            VectorStoreQuery(query_embedding=list(embedding), similarity_top_k=top_k)
-        )
-        sims = result.similarities or []
-        return [
-            (node, distance_from_similarity(s))  # type: ignore[misc]
-            for node, s in zip(result.nodes or [], sims, strict=True)
-        ]
 
     def query_ids(self, embedding: Sequence[float], top_k: int) -> list[tuple[str, float]]:
         """Nearest chunk ids with cosine distances, best first.
