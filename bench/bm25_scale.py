@@ -1,12 +1,15 @@
 """Micro-benchmark of BM25Index at scale (run by hand, not a test).
 
     python bench/bm25_scale.py [--docs 100000] [--rounds 30] [--queries 300]
+    python bench/bm25_scale.py --docs 1000000 --pretokenized   # the keyword side at 1M
 
 Builds a synthetic corpus of ~80-character Japanese/English chunks, then times:
 adding one 20-chunk page (tokenise + index + save), deleting a page, queries
-(p50/p95), loading from disk, a forced full snapshot, a postings compaction, and
-for comparison a from-scratch `bm25s` re-index from cached token ids (the
-alternative design that was rejected).
+(p50/p95), loading from disk, a forced full snapshot, a postings compaction, and in
+the same run the alternatives on the same terms: SQLite FTS5 (`bm25()`, k1 1.2 and
+b 0.75 fixed) and a from-scratch `bm25s` re-index from cached token ids.
+`--pretokenized` skips the Japanese tokenizer (words are indexed as they were
+generated) so that a million chunks build in minutes; the index does the same work.
 """
 
 from __future__ import annotations
@@ -62,10 +65,12 @@ def make_text(rng: random.Random, vocab: list[str], weights: list[float], chars:
 
 
 def page(rng: random.Random, vocab: list[str], weights: list[float], n: int, url: str):
-    return [
-        BM25Document(f"{url}#{i}", make_text(rng, vocab, weights), {"source_url": url, "i": i})
-        for i in range(n)
-    ]
+    return [BM25Document(f"{url}#{i}", make_text(rng, vocab, weights), url) for i in range(n)]
+
+
+def words_only(text: str) -> list[str]:
+    """The pre-tokenized path: generated words, particles dropped."""
+    return [w for w in text.replace("。", " ").split() if w not in PARTICLES]
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -79,19 +84,81 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def fts5_rows(tmp, corpus, token_lists, queries, tokenizer, rng, vocab, weights, rounds):
+    """SQLite FTS5 on the same terms (each term mapped to an ASCII surrogate)."""
+    import sqlite3
+
+    surrogate: dict[str, str] = {}
+
+    def text_of(tokens: list[str]) -> str:
+        return " ".join(surrogate.setdefault(t, f"t{len(surrogate)}") for t in tokens)
+
+    db = tmp / "fts.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE VIRTUAL TABLE c USING fts5(id UNINDEXED, body, tokenize='ascii')")
+    start = time.perf_counter()
+    with con:
+        con.executemany(
+            "INSERT INTO c(id, body) VALUES (?, ?)",
+            ((d.id, text_of(t)) for d, t in zip(corpus, token_lists, strict=True)),
+        )
+    build = time.perf_counter() - start
+    rows = [("FTS5: build (same tokens)", f"{build:.1f} s, {db.stat().st_size / 1e6:.0f} MB")]
+    add = []
+    for r in range(rounds):
+        docs = page(rng, vocab, weights, 20, f"https://example.test/fts{r}")
+
+        def insert(docs=docs) -> None:
+            with con:
+                con.executemany(
+                    "INSERT INTO c(id, body) VALUES (?, ?)",
+                    ((d.id, text_of(tokenizer(d.text))) for d in docs),
+                )
+
+        add.append(timed(insert))
+    rows.append(("FTS5: add 20-doc page incl. tokenise + commit", f"p50 {pct(add, 0.5):.1f} ms"))
+    sql = "SELECT id, bm25(c) FROM c WHERE c MATCH ? ORDER BY bm25(c) LIMIT 30"
+
+    def query(q: str) -> None:
+        terms = [surrogate[t] for t in tokenizer(q) if t in surrogate]
+        if terms:
+            con.execute(sql, (" OR ".join(terms),)).fetchall()
+
+    for q in queries[:20]:
+        query(q)
+    q_ms = [timed(lambda q=q: query(q)) for q in queries]
+    rows.append(
+        ("FTS5: search top-30 (OR of terms)",
+         f"p50 {pct(q_ms, 0.5):.2f} ms, p95 {pct(q_ms, 0.95):.2f} ms")
+    )  # fmt: skip
+    con.close()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--pretokenized", action="store_true")
     args = parser.parse_args()
+    if args.pretokenized:
+        global PARTICLES
+        PARTICLES = [" "]
 
     rng = random.Random(7)
     vocab = make_vocab(rng)
     weights = [1.0 / (rank + 1) ** 0.9 for rank in range(len(vocab))]
     rng.shuffle(weights)
     weights = list(itertools.accumulate(weights))  # cumulative: fast rng.choices
-    tokenizer = get_tokenizer()
+    tokenizer = words_only if args.pretokenized else get_tokenizer()
     rows: list[tuple[str, str]] = []
 
     corpus = [
@@ -113,7 +180,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         persist = Path(tmp) / "bm25"
-        index = BM25Index(persist)
+        index = BM25Index(persist, tokenizer=tokenizer)
         ms = timed(lambda: index.rebuild(corpus))
         rows.append((f"rebuild {len(index):,} docs + full save", f"{ms / 1000:.1f} s"))
         size = sum(f.stat().st_size for f in persist.rglob("*") if f.is_file())
@@ -127,7 +194,7 @@ def main() -> None:
         for r in range(args.rounds):
             del_ms.append(timed(lambda r=r: index.delete_source(f"https://example.test/p{r}")))
         for _ in range(5):
-            index._full_save_pending = True
+            index._full_pending = True
             save_ms.append(timed(index.save))
         rows.append(
             (
@@ -144,9 +211,9 @@ def main() -> None:
             )
         )
         rows.append(("forced full snapshot save", f"p50 {statistics.median(save_ms):.0f} ms"))
-        rows.append(("compaction of postings", f"{timed(index._corpus.compact):.0f} ms"))
+        rows.append(("compaction of postings", f"{timed(index._p.compact):.0f} ms"))
 
-        memory = BM25Index(None)
+        memory = BM25Index(None, tokenizer=tokenizer)
         memory.rebuild(corpus)
         mem_ms = []
         for r in range(args.rounds):
@@ -172,9 +239,13 @@ def main() -> None:
             )
         )
         reopened: list[BM25Index] = []
-        ms = timed(lambda: reopened.append(BM25Index(persist)))
+        ms = timed(lambda: reopened.append(BM25Index(persist, tokenizer=tokenizer)))
         same = reopened[0].search(queries[0], 10) == index.search(queries[0], 10)
         rows.append(("load from disk", f"{ms / 1000:.2f} s (same results: {same})"))
+        rows.append(("process peak RSS", f"{peak_rss_mb():.0f} MB"))
+        del memory, reopened
+        rows.extend(fts5_rows(Path(tmp), corpus, token_lists, queries, tokenizer, rng, vocab,
+                              weights, args.rounds))  # fmt: skip
 
     ids = []
     vocab_ids: dict[str, int] = {}

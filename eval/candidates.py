@@ -83,20 +83,18 @@ async def fetch_candidates(
 def refetch_bm25(kb: KnowledgeBase, candidates: CandidateSet, k1: float, b: float) -> CandidateSet:
     """The same vector lists with BM25 lists re-scored under another k1 and b."""
     index = kb.bm25
-    saved = index.k1, index.b
-    index.k1, index.b = float(k1), float(b)
-    try:
-        items = [
-            replace(c, bm25=dict(index.search(c.query.query.strip(), candidates.fetch)))
-            for c in candidates.items
-        ]
-    finally:
-        index.k1, index.b = saved
+    items = [
+        replace(
+            c,
+            bm25=dict(index.search(c.query.query.strip(), candidates.fetch, k1=k1, b=b)),
+        )
+        for c in candidates.items
+    ]
     return replace(candidates, items=items)
 
 
 def _sources(index: BM25Index) -> dict[str, str]:
-    return {doc.id: doc.source or "" for doc in index.get(sorted(index.ids()))}
+    return {i: source for source in index.sources() for i in index.ids_for_source(source)}
 
 
 # --- rankers ----------------------------------------------------------------

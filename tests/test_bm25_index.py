@@ -11,11 +11,10 @@ from pathlib import Path
 import bm25s
 import numpy as np
 import pytest
-from llama_index.core.schema import QueryBundle
 
 from rag_app.index import bm25_index as bm25_module
+from rag_app.index import bm25_segments
 from rag_app.index.bm25_index import BM25Document, BM25Index
-from rag_app.index.bm25_retriever import BM25IndexRetriever
 
 MONSTERS = [
     ("t1", "名前: りゅうおう HP: 90 MP: 75", "https://game.test/monsters"),
@@ -29,7 +28,7 @@ MONSTERS = [
 
 def docs_of(rows: list[tuple[str, str, str]]) -> list[BM25Document]:
     return [
-        BM25Document(i, text, {"source_url": src, "n": k}) for k, (i, text, src) in enumerate(rows)
+        BM25Document(i, text, src) for i, text, src in rows
     ]
 
 
@@ -102,13 +101,11 @@ def test_scores_match_bm25s_lucene() -> None:
 
 
 def test_upsert_replaces(index: BM25Index) -> None:
-    index.add([BM25Document("t2", "名前: ゴーレム HP: 70", {"source_url": "https://other.test"})])
+    index.add([BM25Document("t2", "名前: ゴーレム HP: 70", "https://other.test")])
     assert len(index) == 6
     assert "t2" not in [i for i, _ in index.search("スライム", 10)]
     assert index.search("ゴーレム", 3)[0][0] == "t2"
-    (doc,) = index.get(["t2"])
-    assert doc.text == "名前: ゴーレム HP: 70"
-    assert doc.source == "https://other.test"
+    assert index.ids_for_source("https://other.test") == ["t2"]
     assert index.sources()["https://game.test/monsters"] == 2
 
 
@@ -124,17 +121,34 @@ def test_delete_source_and_sources(index: BM25Index) -> None:
     assert "https://game.test/monsters" not in index.sources()
 
 
-def test_get_returns_copies_in_requested_order(index: BM25Index) -> None:
-    docs = index.get(["p1", "missing", "t1"])
-    assert [d.id for d in docs] == ["p1", "t1"]
-    docs[0].metadata["source_url"] = "changed"
-    assert index.get(["p1"])[0].source == "https://game.test/guide"
+def test_ids_for_source_and_membership(index: BM25Index) -> None:
+    assert index.ids_for_source("https://game.test/monsters") == ["t1", "t2", "t3"]
+    assert index.ids_for_source("https://nowhere.test") == []
+    assert "p1" in index and "missing" not in index
+
+
+def test_replace_source_is_one_step(index: BM25Index) -> None:
+    written, removed = index.replace_source(
+        "https://game.test/monsters",
+        [BM25Document("t1", "名前: りゅうおう HP: 90 MP: 75", "https://game.test/monsters"),
+         BM25Document("t9", "名前: ゴーレム HP: 70", "https://game.test/monsters")],
+    )  # fmt: skip
+    assert (written, removed) == (1, 2)  # t1 kept as is, t9 new, t2 + t3 gone
+    assert index.ids_for_source("https://game.test/monsters") == ["t1", "t9"]
+    assert index.search("ゴーレム", 3)[0][0] == "t9"
+    assert index.search("ドラキー", 3) == []
+
+
+def test_per_query_k1_b_match_an_index_built_with_them(index: BM25Index) -> None:
+    other = BM25Index(None, k1=1.2, b=0.75)
+    other.add(docs_of(MONSTERS))
+    assert index.search("スライム HP", 5, k1=1.2, b=0.75) == other.search("スライム HP", 5)
 
 
 def test_rejects_bad_documents() -> None:
     idx = BM25Index(None)
-    with pytest.raises(ValueError, match="metadata"):
-        idx.add([BM25Document("x", "text", {"bad": [1, 2]})])  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="source"):
+        idx.add([BM25Document("x", "text", ["bad"])])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="id"):
         idx.add([BM25Document("", "text")])
     assert len(idx) == 0
@@ -159,7 +173,7 @@ def _random_ops_corpus(seed: int) -> tuple[BM25Index, dict[str, BM25Document]]:
         for _ in range(rng.randint(1, 8)):
             doc_id = f"d{rng.randint(0, 400)}"
             text = " ".join(rng.choices(words, k=rng.randint(0, 30)))
-            batch.append(BM25Document(doc_id, text, {"source_url": f"s{rng.randint(0, 20)}"}))
+            batch.append(BM25Document(doc_id, text, f"s{rng.randint(0, 20)}"))
         idx.add(batch)
         live.update({d.id: d for d in batch})
         if step % 3 == 0:
@@ -168,7 +182,7 @@ def _random_ops_corpus(seed: int) -> tuple[BM25Index, dict[str, BM25Document]]:
             for doc_id in gone:
                 del live[doc_id]
         if step == 70:
-            idx._corpus.compact()  # exercise search across compacted + delta postings
+            idx._p.compact()  # exercise search across compacted + delta postings
     return idx, live
 
 
@@ -192,12 +206,12 @@ def test_persistence_round_trip(tmp_path: Path) -> None:
     assert not path.exists()  # created on first write only
     first.add(docs_of(MONSTERS))
     first.delete_ids(["t3"])
-    first.add([BM25Document("t2", "名前: ゴーレム HP: 70", {"source_url": "https://x.test"})])
+    first.add([BM25Document("t2", "名前: ゴーレム HP: 70", "https://x.test")])
     second = BM25Index(path)
     assert second.needs_rebuild is False
     assert second.ids() == first.ids()
     assert second.sources() == first.sources()
-    assert second.get(["t2"]) == first.get(["t2"])
+    assert second.ids_for_source("https://x.test") == ["t2"]
     for query in ("りゅうおう", "スライム HP", "ゴーレム", "asyncio"):
         assert second.search(query, 10) == first.search(query, 10)
     second.delete_source("https://game.test/guide")
@@ -222,12 +236,12 @@ def test_segment_merges_keep_disk_equal_to_memory(
         else:
             doc_id = f"d{rng.randint(0, 12)}"  # often an upsert
             text = " ".join(rng.choices(words, k=rng.randint(1, 6)))
-            idx.add([BM25Document(doc_id, text, {"source_url": f"s{step % 3}", "step": step})])
+            idx.add([BM25Document(doc_id, text, f"s{step % 3}")])
         segments = [p for p in path.iterdir() if p.name.startswith("seg-")]
         assert 1 <= len(segments) <= 3
         reopened = BM25Index(path, tokenizer=space_tokenizer)
         assert reopened.ids() == idx.ids()
-        assert reopened.get(sorted(idx.ids())) == idx.get(sorted(idx.ids()))
+        assert reopened.sources() == idx.sources()
         for word in words[:5]:
             assert reopened.search(word, 20) == idx.search(word, 20)
 
@@ -253,7 +267,7 @@ def test_failed_save_keeps_previous_index(tmp_path: Path, monkeypatch, caplog) -
     def boom(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(BM25Index, "_write_manifest", boom)
+    monkeypatch.setattr(bm25_segments, "write_manifest", boom)
     with caplog.at_level(logging.WARNING):
         idx.add(docs_of(MONSTERS[3:]))  # segment written, commit point fails
     assert "could not be saved" in caplog.text
@@ -347,7 +361,7 @@ def test_missing_or_empty_dir_is_a_fresh_index(tmp_path: Path, caplog) -> None:
     assert not caplog.records
 
 
-def test_tokenizer_change_retokenises_stored_text(tmp_path: Path, caplog) -> None:
+def test_tokenizer_change_flags_rebuild(tmp_path: Path, caplog) -> None:
     path = tmp_path / "bm25"
     BM25Index(path, tokenizer=space_tokenizer).add(
         [BM25Document("a", "Alpha beta"), BM25Document("b", "gamma"), BM25Document("c", "x")]
@@ -358,10 +372,9 @@ def test_tokenizer_change_retokenises_stored_text(tmp_path: Path, caplog) -> Non
 
     with caplog.at_level(logging.WARNING):
         idx = BM25Index(path, tokenizer=upper)
-    assert "re-tokenising" in caplog.text
-    assert idx.needs_rebuild is False
-    assert idx.search("alpha", 3)[0][0] == "a"  # stored "Alpha" would not match "ALPHA"
-    assert "Alpha" not in idx._corpus.vocab
+    assert "tokenizer" in caplog.text
+    assert idx.needs_rebuild is True  # the text lives in Chroma: the store re-tokenises it
+    assert len(idx) == 0
 
 
 def test_in_memory_index_writes_nothing(tmp_path: Path, monkeypatch) -> None:
@@ -381,7 +394,7 @@ def test_concurrent_writers_and_readers() -> None:
     def writer(w: int) -> None:
         try:
             for k in range(60):
-                idx.add([BM25Document(f"{w}-{k}", f"slime w{w} n{k}", {"source_url": f"s{w}"})])
+                idx.add([BM25Document(f"{w}-{k}", f"slime w{w} n{k}", f"s{w}")])
                 if k % 10 == 9:
                     idx.delete_ids([f"{w}-{k - 5}"])
         except BaseException as err:  # pragma: no cover - reported below
@@ -406,28 +419,19 @@ def test_concurrent_writers_and_readers() -> None:
     assert idx.sources() == {"s0": 54, "s1": 54, "s2": 54}
 
 
-def test_retriever_returns_fresh_nodes(index: BM25Index) -> None:
-    retriever = BM25IndexRetriever(index, similarity_top_k=2)
-    results = retriever.retrieve("スライム")
-    assert len(results) == 2
-    assert results[0].score == pytest.approx(index.search("スライム", 1)[0][1])
-    top = results[0]
-    assert top.node.node_id == index.search("スライム", 1)[0][0]
-    assert top.node.metadata["source_url"].startswith("https://game.test/")
-    assert top.node.get_content() == index.get([top.node.node_id])[0].text
-    top.node.metadata["source_url"] = "mutated"
-    again = retriever.retrieve(QueryBundle("スライム"))
-    assert again[0].node is not top.node
-    assert again[0].node.metadata["source_url"] != "mutated"
-    assert retriever.retrieve("存在しない単語ですよ") == []
-
-
-def test_retriever_rejects_bad_top_k(index: BM25Index) -> None:
-    with pytest.raises(ValueError, match="similarity_top_k"):
-        BM25IndexRetriever(index, similarity_top_k=0)
-
-
 def test_scores_are_plain_floats(index: BM25Index) -> None:
     for _, score in index.search("スライム HP", 5):
         assert type(score) is float
     assert not isinstance(index.search("スライム", 1)[0][1], np.floating)
+
+
+def test_cursor_is_saved_with_the_index(tmp_path: Path) -> None:
+    path = tmp_path / "bm25"
+    idx = BM25Index(path)
+    idx.add(docs_of(MONSTERS))
+    idx.set_cursor({"ts": 123, "seen": ["a"]})
+    assert BM25Index(path).cursor == {"ts": 123, "seen": ["a"]}
+    idx.delete_ids(["t1"])  # a delta segment keeps the cursor too
+    reopened = BM25Index(path)
+    assert reopened.cursor == {"ts": 123, "seen": ["a"]}
+    assert "t1" not in reopened
