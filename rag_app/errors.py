@@ -33,3 +33,11 @@ class UrlRefusedError(RAGError, ValueError):
 
 class CrawlError(RAGError):
     """A page could not be fetched or read (HTTP status, timeout, size, type)."""
+
+
+class StoreBusyError(RAGError):
+    """The store's folders are held by another process (its owner)."""
+
+
+class ServiceError(RAGError):
+    """The store service could not be started or reached."""

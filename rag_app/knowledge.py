@@ -1,7 +1,10 @@
 """KnowledgeBase: the one orchestration point — ingest, retrieve, delete, stats, reindex.
 
-Writes are serialised by one lock; re-ingesting a source writes the new chunks first
-and removes stale ones after, so a failure never loses what was stored.
+It parses, embeds and fetches; the `KnowledgeStore` owns Chroma + BM25 and changes
+both in one step. One crawler lives as long as the knowledge base, so robots.txt
+caches and per-domain delays hold across calls. A persistent store is opened by one
+owner at a time (`StoreOwnerLock`); other processes reach it through the store
+service (`rag_app.service`).
 """
 
 from __future__ import annotations
@@ -9,26 +12,35 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from llama_index.core import Document
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.ingestion import IngestionPipeline
-from llama_index.core.schema import BaseNode, NodeWithScore
+from llama_index.core.schema import NodeWithScore
 
 from rag_app.config import RAGSettings, get_settings
 from rag_app.crawl.crawler import WebCrawler
 from rag_app.crawl.pages import CrawledPage, NotModified, utc_now_iso
 from rag_app.embeddings import get_embed_model
-from rag_app.errors import CrawlError, EmptyQueryError, RAGError, UnknownSourceError
-from rag_app.index.bm25_index import BM25Document, BM25Index
+from rag_app.errors import (
+    CrawlError,
+    EmptyQueryError,
+    RAGError,
+    StoreUnavailableError,
+    UnknownSourceError,
+)
+from rag_app.index.bm25_index import BM25Index
 from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
+from rag_app.index.store import CheckReport, KnowledgeStore, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
 from rag_app.local_files import read_local_document, scan_dir
+from rag_app.owner_lock import StoreOwnerLock
 from rag_app.parsing.router import StructuredNodeParser
 from rag_app.results import (
     CrawlSummary,
@@ -56,11 +68,16 @@ def content_hash(title: str, text: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def bm25_text(node: BaseNode) -> str:
-    """What BM25 indexes for a chunk: page title and heading path make exact names findable."""
-    meta = node.metadata
-    parts = [str(meta.get("title", "")), str(meta.get("heading_path", "")), node.get_content()]
-    return "\n".join(p for p in parts if p)
+__all__ = ["INDEXED_TEXT_VERSION", "KnowledgeBase", "bm25_text", "content_hash"]
+
+
+def _file_error(err: Exception) -> str:
+    """One line for a file that could not be indexed."""
+    if isinstance(err, RAGError | OSError):
+        return str(err)
+    if isinstance(err, RecursionError):
+        return "its structure is nested too deeply to parse."
+    return f"it could not be read ({type(err).__name__}: {err})."
 
 
 def _is_gone(err: Exception) -> bool:
@@ -96,47 +113,57 @@ class KnowledgeBase:
         embed_model: BaseEmbedding | None = None,
         client: Any | None = None,
         crawler_factory: Callable[[RAGSettings], WebCrawler] | None = None,
+        take_ownership: bool = True,
     ) -> None:
         self.settings = settings or get_settings()
         self.embed_model = embed_model or get_embed_model(self.settings)
         self._client = client
         self._crawler_factory = crawler_factory
-        self._store: ChromaStore | None = None
-        self._bm25: BM25Index | None = None
+        self._crawler: WebCrawler | None = None
+        self._store: KnowledgeStore | None = None
+        self._owner_lock: StoreOwnerLock | None = None
+        self._take_ownership = take_ownership
         self._write_lock = asyncio.Lock()
         self._open_lock = asyncio.Lock()
         self.parser = StructuredNodeParser.from_settings(self.settings)
 
     # --- opening ----------------------------------------------------------
     async def open(self) -> KnowledgeBase:
-        """Open Chroma and BM25 (idempotent); rebuild BM25 from Chroma if it is off."""
+        """Open the store (idempotent): take ownership, load BM25, catch up with Chroma."""
         async with self._open_lock:
             if self._store is None:
                 await asyncio.to_thread(self._open_sync)
         return self
 
-    def _open_sync(self) -> None:
+    def _open_sync(self, check_model: bool = True) -> None:
         s = self.settings
-        client = self._client or make_client(s)
-        dim = _embedding_dimension(self.embed_model)
-        store = ChromaStore(
-            client, s.rag_collection_name, model_name=s.embedding_model_name, dimension=dim
-        )
-        bm25 = BM25Index(
-            s.bm25_persist_dir or None,
-            k1=s.rag_bm25_k1,
-            b=s.rag_bm25_b,
-        )
-        count = store.count()
-        if bm25.needs_rebuild or len(bm25) != count:
-            logger.warning(
-                "BM25 index has %d documents but Chroma has %d chunks; rebuilding it from Chroma.",
-                len(bm25),
-                count,
+        if self._take_ownership and self._owner_lock is None:
+            lock = StoreOwnerLock.for_settings(s)
+            if lock is not None:
+                lock.acquire()
+                self._owner_lock = lock
+        try:
+            client = self._client or make_client(s)
+            dim = _embedding_dimension(self.embed_model)
+            bm25 = BM25Index(s.bm25_persist_dir or None, k1=s.rag_bm25_k1, b=s.rag_bm25_b)
+            store = KnowledgeStore(
+                client,
+                s.rag_collection_name,
+                bm25,
+                model_name=s.embedding_model_name,
+                dimension=dim,
+                poll_changes=bool(s.chroma_host),
+                check_model=check_model,
             )
-            bm25.rebuild([self._bm25_doc(n) for n in store.iter_nodes()])
-        self._store, self._bm25 = store, bm25
-        self._warm_up()
+            store.recover()
+        except BaseException:
+            if self._owner_lock is not None:  # a failed open must not keep the store locked
+                self._owner_lock.release()
+                self._owner_lock = None
+            raise
+        self._store = store
+        if check_model:
+            self._warm_up()
 
     def _warm_up(self) -> None:
         """Load the tokenizer, a local model and Chroma's index now, so the first search is
@@ -147,16 +174,14 @@ class KnowledgeBase:
             self.store.query_ids(vector, 1)  # Chroma loads its HNSW segment on first query
 
     @property
-    def store(self) -> ChromaStore:
+    def store(self) -> KnowledgeStore:
         if self._store is None:
             raise RuntimeError("KnowledgeBase.open() must be awaited first")
         return self._store
 
     @property
     def bm25(self) -> BM25Index:
-        if self._bm25 is None:
-            raise RuntimeError("KnowledgeBase.open() must be awaited first")
-        return self._bm25
+        return self.store.bm25
 
     def retriever(
         self, n_results: int | None = None, mode: SearchMode | None = None
@@ -166,7 +191,6 @@ class KnowledgeBase:
         default_mode: SearchMode = "fused" if s.rag_hybrid_search_enabled else "vector"
         return HybridRetriever(
             self.store,
-            self.bm25,
             self.embed_model,
             similarity_top_k=n_results or s.rag_retrieval_count,
             vector_weight=s.rag_vector_weight,
@@ -175,9 +199,12 @@ class KnowledgeBase:
             mode=mode or default_mode,
         )
 
-    @staticmethod
-    def _bm25_doc(node: BaseNode) -> BM25Document:
-        return BM25Document(id=node.node_id, text=bm25_text(node), metadata=dict(node.metadata))
+    def crawler(self) -> WebCrawler:
+        """The knowledge base's one crawler (robots.txt cache, delays, Safe Browsing cache)."""
+        if self._crawler is None:
+            factory = self._crawler_factory or WebCrawler
+            self._crawler = factory(self.settings)
+        return self._crawler
 
     # --- ingest -----------------------------------------------------------
     async def ingest_text(
@@ -220,7 +247,6 @@ class KnowledgeBase:
                 disable_cache=True,
             )
             nodes = await pipeline.arun(documents=[doc])
-            removed = await asyncio.to_thread(self._replace_sync, source, nodes)
             record = SourceRecord(
                 source=source,
                 title=title,
@@ -230,7 +256,7 @@ class KnowledgeBase:
                 kind=kind,
                 **(record_fields or {}),
             )
-            await asyncio.to_thread(self.store.put_source, record)
+            removed = await asyncio.to_thread(self.store.replace_source, source, nodes, record)
         logger.info(
             "Ingested %s: %d chunks (%d embedded, %d stale removed)",
             source,
@@ -242,37 +268,21 @@ class KnowledgeBase:
             source=source, chunks=len(nodes), embedded=embedder.embedded, removed=removed
         )
 
-    def _replace_sync(self, source: str, nodes: Sequence[BaseNode]) -> int:
-        """New chunks first, stale ones after: a failure never loses stored knowledge."""
-        before = set(self.store.ids_for_source(source))
-        if nodes:
-            self.store.upsert_nodes(nodes)
-            self.bm25.add([self._bm25_doc(n) for n in nodes])
-        stale = sorted(before - {n.node_id for n in nodes})
-        if stale:
-            self.store.delete_ids(stale)
-            self.bm25.delete_ids(stale)
-        return len(stale)
-
-    def _crawler(self) -> WebCrawler:
-        factory = self._crawler_factory or WebCrawler
-        return factory(self.settings)
-
     async def ingest_page(self, url: str, *, prune: bool = False) -> IngestResult:
         """Fetch one page and ingest it; a conditional GET (ETag/Last-Modified) or an
         unchanged hash costs no embedding. 404/410 on a known source with `prune` removes it.
         """
         await self.open()
-        async with self._crawler() as crawler:
-            normalized = crawler.validate_url(url)
-            old = await asyncio.to_thread(self.store.get_source, normalized)
-            try:
-                outcome = await _fetch_conditional(crawler, normalized, old)
-            except CrawlError as err:
-                if prune and old is not None and _is_gone(err):
-                    await self.delete_source(normalized)
-                    raise CrawlError(f"{err} The stored copy was removed (--prune).") from err
-                raise
+        crawler = self.crawler()
+        normalized = crawler.validate_url(url)
+        old = await asyncio.to_thread(self.store.get_source, normalized)
+        try:
+            outcome = await _fetch_conditional(crawler, normalized, old)
+        except CrawlError as err:
+            if prune and old is not None and _is_gone(err):
+                await self.delete_source(normalized)
+                raise CrawlError(f"{err} The stored copy was removed (--prune).") from err
+            raise
         return await self._ingest_outcome(outcome, old)
 
     async def _ingest_outcome(
@@ -307,45 +317,45 @@ class KnowledgeBase:
         """
         await self.open()
         summary = CrawlSummary()
-        async with self._crawler() as crawler:
-            links = await crawler.crawl_index(url, pattern)
-            known = {r.source: r for r in await asyncio.to_thread(self.store.list_sources)}
-            total = len(links.urls)
-            done = 0
-            if progress:
-                progress(0, total)
-            count_lock = asyncio.Lock()
+        crawler = self.crawler()
+        links = await crawler.crawl_index(url, pattern)
+        known = {r.source: r for r in await asyncio.to_thread(self.store.list_sources)}
+        total = len(links.urls)
+        done = 0
+        if progress:
+            progress(0, total)
+        count_lock = asyncio.Lock()
 
-            async def one(page_url: str) -> None:
-                nonlocal done
-                old = known.get(page_url)
-                try:
-                    outcome = await _fetch_conditional(crawler, page_url, old)
-                    result = await self._ingest_outcome(outcome, old)
-                    summary.pages_crawled += 1
-                    summary.chunks_stored += result.chunks
-                    summary.unchanged += int(result.unchanged)
-                except RAGError as err:
-                    detail = {"url": page_url, "reason": str(err)}
-                    if _is_gone(err) and old is not None:
-                        detail["gone"] = "true"
-                        if prune:
-                            await self.delete_source(page_url)
-                            detail["pruned"] = "true"
-                    summary.errors += 1
-                    summary.error_details.append(detail)
-                except Exception as err:  # one page must never fail the crawl
-                    logger.exception("Unexpected error ingesting %s", page_url)
-                    summary.errors += 1
-                    summary.error_details.append(
-                        {"url": page_url, "reason": f"Unexpected error ({type(err).__name__})."}
-                    )
-                async with count_lock:
-                    done += 1
-                    if progress:
-                        progress(done, total)
+        async def one(page_url: str) -> None:
+            nonlocal done
+            old = known.get(page_url)
+            try:
+                outcome = await _fetch_conditional(crawler, page_url, old)
+                result = await self._ingest_outcome(outcome, old)
+                summary.pages_crawled += 1
+                summary.chunks_stored += result.chunks
+                summary.unchanged += int(result.unchanged)
+            except RAGError as err:
+                detail = {"url": page_url, "reason": str(err)}
+                if _is_gone(err) and old is not None:
+                    detail["gone"] = "true"
+                    if prune:
+                        await self.delete_source(page_url)
+                        detail["pruned"] = "true"
+                summary.errors += 1
+                summary.error_details.append(detail)
+            except Exception as err:  # one page must never fail the crawl
+                logger.exception("Unexpected error ingesting %s", page_url)
+                summary.errors += 1
+                summary.error_details.append(
+                    {"url": page_url, "reason": f"Unexpected error ({type(err).__name__})."}
+                )
+            async with count_lock:
+                done += 1
+                if progress:
+                    progress(done, total)
 
-            await asyncio.gather(*(one(u) for u in links.urls))
+        await asyncio.gather(*(one(u) for u in links.urls))
         summary.error_details.sort(key=lambda d: d["url"])
         logger.info(
             "Crawl of %s: %d pages, %d chunks, %d errors, %d unchanged",
@@ -398,8 +408,11 @@ class KnowledgeBase:
                         summary.added += 1
                     else:
                         summary.updated += 1
-            except (OSError, UnicodeError, RAGError) as err:
-                summary.errors.append((str(file), str(err)))
+            except StoreUnavailableError:
+                raise  # the store itself is down: every other file would fail the same way
+            except Exception as err:  # one bad file never stops the folder
+                logger.warning("Could not index %s: %s", file, err)
+                summary.errors.append((str(file), _file_error(err)))
             if progress:
                 progress(done, total)
         for gone in known:
@@ -465,31 +478,26 @@ class KnowledgeBase:
         await self.open()
         key = self._resolve_source(source.strip())
         async with self._write_lock:
-            ids = await asyncio.to_thread(self.store.ids_for_source, key)
-            record = await asyncio.to_thread(self.store.get_source, key)
-            if not ids and record is None:
+            known = bool(self.store.chunk_ids(key))
+            if not known and await asyncio.to_thread(self.store.get_source, key) is None:
                 raise UnknownSourceError(
                     f"Nothing is stored for {source}; list the stored sources with `rag stats` "
                     "(or the rag_stats tool)."
                 )
-            await asyncio.to_thread(self._delete_sync, key, ids)
-        logger.info("Deleted %s: %d chunks", key, len(ids))
-        return len(ids)
-
-    def _delete_sync(self, source: str, ids: list[str]) -> None:
-        if ids:
-            self.store.delete_ids(ids)
-            self.bm25.delete_ids(ids)
-        self.store.delete_source_record(source)
+            removed = await asyncio.to_thread(self.store.delete_source, key)
+        logger.info("Deleted %s: %d chunks", key, removed)
+        return removed
 
     async def stats(self) -> KBStats:
-        """Totals and the list of sources."""
+        """Totals and the list of sources (every source that has chunks)."""
         await self.open()
         s = self.settings
-        sources = await asyncio.to_thread(self.store.list_sources)
+        if self.store.poll_changes:
+            await asyncio.to_thread(self.store.catch_up)
+        counts = self.store.source_chunk_counts()
         return KBStats(
             total_chunks=await asyncio.to_thread(self.store.count),
-            sources=[r.source for r in sources],
+            sources=sorted(counts),
             embedding_model=self.store.model_name,
             embedding_dimension=self.store.dimension,
             bm25_documents=len(self.bm25),
@@ -501,47 +509,64 @@ class KnowledgeBase:
             bm25_dir=s.bm25_persist_dir,
         )
 
+    async def check(self, repair: bool = False) -> CheckReport:
+        """Compare BM25 with Chroma chunk by chunk (and repair with `repair`)."""
+        await self.open()
+        async with self._write_lock:
+            return await asyncio.to_thread(self.store.check, repair)
+
     async def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every stored chunk with the configured model (no re-crawl).
 
-        Builds a new collection beside the old one and swaps it in at the end, so
-        a failure leaves the old knowledge base as it was.
+        Builds a new collection beside the live one and switches to it in one step:
+        searches get the old results until the switch and the new ones after, and a
+        failure leaves the old knowledge base as it was. Writes wait meanwhile.
         """
+        async with self._open_lock:
+            if self._store is None:
+                await asyncio.to_thread(self._open_sync, False)
         async with self._write_lock:
-            return await asyncio.to_thread(self._reindex_sync, progress)
+            count = await asyncio.to_thread(self._reindex_sync, progress)
+        if self.settings.embedding_provider == "builtin":
+            await asyncio.to_thread(self._warm_up)
+        return count
 
     def _reindex_sync(self, progress: Progress | None) -> int:
         s = self.settings
-        client = self._client or make_client(s)
+        store = self.store
         dim = _embedding_dimension(self.embed_model)
         name = s.rag_collection_name
-        old = ChromaStore(
-            client, name, model_name=s.embedding_model_name, dimension=dim, check_model=False
+        old_name = store.chroma.collection.name
+        leftovers = (f"{name}__", f"{name}-reindex")  # of an interrupted reindex
+        for c in store.client.list_collections():
+            if c.name != old_name and c.name.startswith(leftovers):
+                store.client.delete_collection(c.name)
+        new = ChromaStore(
+            store.client,
+            name,
+            model_name=s.embedding_model_name,
+            dimension=dim,
+            chunk_collection=f"{name}__{uuid.uuid4().hex[:8]}",
         )
-        nodes = list(old.iter_nodes())
-        tmp_name = f"{name}-reindex"
-        for leftover in (tmp_name, f"{tmp_name}_sources"):
-            if leftover in {c.name for c in client.list_collections()}:
-                client.delete_collection(leftover)
-        tmp = ChromaStore(client, tmp_name, model_name=s.embedding_model_name, dimension=dim)
+        nodes = list(store.chroma.iter_nodes())
         batch = 64
         for start in range(0, len(nodes), batch):
             part = nodes[start : start + batch]
             vectors = self.embed_model.get_text_embedding_batch([embed_text(n) for n in part])
             for node, vec in zip(part, vectors, strict=True):
                 node.embedding = vec
-            tmp.upsert_nodes(part)
+            new.upsert_nodes(part)
             if progress:
                 progress(min(start + batch, len(nodes)), len(nodes))
-        client.delete_collection(f"{tmp_name}_sources")
-        client.delete_collection(name)
-        tmp.collection.modify(name=name)
-        self._store = None
-        self._bm25 = None
-        self._open_sync()
+        store.switch_chunks(new, old_name, grace_sec=30.0 if s.chroma_host else 1.0)
         return len(nodes)
 
     async def aclose(self) -> None:
-        """Release resources (nothing is buffered: every write is already durable)."""
+        """Close the crawler and give up ownership (every write is already durable)."""
+        if self._crawler is not None:
+            await self._crawler.close()
+            self._crawler = None
         self._store = None
-        self._bm25 = None
+        if self._owner_lock is not None:
+            self._owner_lock.release()
+            self._owner_lock = None

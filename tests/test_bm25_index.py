@@ -27,9 +27,7 @@ MONSTERS = [
 
 
 def docs_of(rows: list[tuple[str, str, str]]) -> list[BM25Document]:
-    return [
-        BM25Document(i, text, src) for i, text, src in rows
-    ]
+    return [BM25Document(i, text, src) for i, text, src in rows]
 
 
 def space_tokenizer(text: str) -> list[str]:

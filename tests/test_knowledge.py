@@ -118,7 +118,7 @@ async def test_failed_reingest_keeps_old_knowledge(
     def boom(*_: Any, **__: Any) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(kb.store, "upsert_nodes", boom)
+    monkeypatch.setattr(kb.store.chroma, "upsert_nodes", boom)
     with pytest.raises(RuntimeError):
         await kb.ingest_text(url, "全く別の内容です。", title="装備")
     monkeypatch.undo()
@@ -248,6 +248,7 @@ async def test_retrieval_logging_follows_debug_switch(
     assert "RAG result 1: combined=" in text and "monsters.md" in text
     assert "query_embedding" in text and "bm25_query" in text
     caplog.clear()
+    await kb.aclose()  # one owner at a time
     off = KnowledgeBase(settings, embed_model=counting_embed)
     with caplog.at_level("DEBUG", logger="rag_app.retrieval"):
         await off.retrieve("りゅうおう")

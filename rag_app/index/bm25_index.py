@@ -260,7 +260,12 @@ class BM25Index:
                 kind, arrays, dirty = plan
                 generation = self._generation + 1
                 name = seg.segment_name(generation)
-                segments = [name] if kind == "snapshot" else [*self._segments, name]
+                if kind == "snapshot":
+                    segments = [name]
+                elif kind == "delta":
+                    segments = [*self._segments, name]
+                else:  # manifest only (the cursor moved)
+                    segments = list(self._segments)
                 manifest = {
                     "format": seg.FORMAT_NAME,
                     "version": seg.FORMAT_VERSION,
@@ -328,7 +333,9 @@ class BM25Index:
         assert self.persist_dir is not None
         manifest_path = self.persist_dir / seg.MANIFEST
         if not manifest_path.exists():
-            if self.persist_dir.exists() and any(self.persist_dir.iterdir()):
+            if self.persist_dir.exists() and any(
+                not p.name.startswith(".rag-") for p in self.persist_dir.iterdir()
+            ):
                 self._start_empty(f"{manifest_path} is missing")
             return
         try:

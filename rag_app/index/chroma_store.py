@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 MODEL_KEY = "embedding_model"
 DIM_KEY = "embedding_dimension"
+ACTIVE_KEY = "active_chunks"  # sources-collection metadata: which collection holds the chunks
 _BATCH = 2000
 
 
@@ -87,14 +88,18 @@ class ChromaStore:
         model_name: str,
         dimension: int,
         check_model: bool = True,
+        chunk_collection: str | None = None,
     ) -> None:
         self.client = client
         self.check_model = check_model
         self.model_name = model_name
         self.dimension = dimension
-        self.collection = self._open_chunks(collection_name)
         self.sources_collection: Collection = client.get_or_create_collection(
             f"{collection_name}_sources", embedding_function=None
+        )
+        active = (self.sources_collection.metadata or {}).get(ACTIVE_KEY)
+        self.collection = self._open_chunks(
+            chunk_collection or (str(active) if active else collection_name)
         )
         self.vector_store = ChromaVectorStore(chroma_collection=self.collection)
 
@@ -120,10 +125,11 @@ class ChromaStore:
                 )
         return col
 
-    def adopt_model(self, model_name: str, dimension: int) -> None:
-        """Record a new embedding model after a full re-embed (`rag reindex`)."""
-        self.model_name, self.dimension = model_name, dimension
-        self.collection.modify(metadata={MODEL_KEY: model_name, DIM_KEY: dimension})
+    def set_active_chunks(self, name: str) -> None:
+        """Point this store's sources at another chunk collection (one metadata write)."""
+        meta = dict(self.sources_collection.metadata or {})
+        meta[ACTIVE_KEY] = name
+        self.sources_collection.modify(metadata=meta)
 
     # --- chunks -----------------------------------------------------------
     def count(self) -> int:
@@ -145,6 +151,30 @@ class ChromaStore:
     def delete_ids(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), _BATCH):
             self.vector_store.delete_nodes(node_ids=list(ids[start : start + _BATCH]))
+
+    def all_ids(self) -> set[str]:
+        """Every chunk id (paged; for consistency checks)."""
+        out: set[str] = set()
+        offset = 0
+        while True:
+            got = self.collection.get(limit=_BATCH * 5, offset=offset, include=[])
+            if not got["ids"]:
+                return out
+            out.update(got["ids"])
+            offset += len(got["ids"])
+
+    def source_counts(self) -> dict[str, int]:
+        """Chunks per source, read from chunk metadata (a scan; for consistency checks)."""
+        counts: dict[str, int] = {}
+        offset = 0
+        while True:
+            got = self.collection.get(limit=_BATCH * 5, offset=offset, include=["metadatas"])
+            if not got["ids"]:
+                return counts
+            for meta in got["metadatas"] or []:
+                source = str(dict(meta or {}).get("source_url", ""))
+                counts[source] = counts.get(source, 0) + 1
+            offset += len(got["ids"])
 
     def ids_for_source(self, source: str) -> list[str]:
         got = self.collection.get(where={"source_url": source}, include=[])

@@ -15,9 +15,8 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from rag_app.index.bm25_index import BM25Index
-from rag_app.index.chroma_store import ChromaStore
 from rag_app.index.fusion import fetch_count, fuse
+from rag_app.index.store import KnowledgeStore
 from rag_app.timing import timer
 
 logger = logging.getLogger(__name__)
@@ -60,8 +59,7 @@ class HybridRetriever(BaseRetriever):
 
     def __init__(
         self,
-        store: ChromaStore,
-        bm25: BM25Index,
+        store: KnowledgeStore,
         embed_model: BaseEmbedding,
         *,
         similarity_top_k: int = 3,
@@ -72,7 +70,7 @@ class HybridRetriever(BaseRetriever):
     ) -> None:
         super().__init__()
         self.store = store
-        self.bm25 = bm25
+        self.bm25 = store.bm25
         self.embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.vector_weight = vector_weight
@@ -110,7 +108,7 @@ class HybridRetriever(BaseRetriever):
 
             async def bm25_side() -> list[tuple[str, float]]:
                 with timer("bm25_query", t, logger):
-                    return await asyncio.to_thread(self.bm25.search, query, k)
+                    return await asyncio.to_thread(self.store.bm25_search, query, k)
 
             if want_vec and want_bm:
                 vec_raw, bm_raw = await asyncio.gather(vector_side(), bm25_side())

@@ -1,0 +1,274 @@
+"""KnowledgeStore: Chroma (the source of truth) + BM25 (derived) + the change log,
+changed together in one step.
+
+Writes are serialised by one lock and ordered so that a crash at any point loses
+nothing that was reported committed and leaves nothing half-visible for long:
+
+1. a `begin` entry in the change log names the source;
+2. new chunks are upserted to Chroma, then BM25 is made to match;
+3. stale chunks are deleted (Chroma, then BM25);
+4. the source record is written (a record exists only while its chunks do);
+5. a `write` entry tells every other reader the source is done.
+
+A reader that meets an entry re-syncs that source from Chroma (`sync_source`), so a
+process killed between steps is repaired by whoever reads next, including itself at
+its next start. Deletes remove the record first, then the chunks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from chromadb.api import ClientAPI
+from llama_index.core.schema import BaseNode, TextNode
+
+from rag_app.index.bm25_index import BM25Document, BM25Index
+from rag_app.index.change_log import RETENTION_MS, ChangeLog, Cursor, now_ms
+from rag_app.index.chroma_store import ChromaStore, SourceRecord
+
+logger = logging.getLogger(__name__)
+
+
+def bm25_text(node: BaseNode) -> str:
+    """What BM25 indexes for a chunk: page title and heading path make exact names findable."""
+    meta = node.metadata
+    parts = [str(meta.get("title", "")), str(meta.get("heading_path", "")), node.get_content()]
+    return "\n".join(p for p in parts if p)
+
+
+def bm25_doc(node: BaseNode) -> BM25Document:
+    source = node.metadata.get("source_url")
+    return BM25Document(node.node_id, bm25_text(node), str(source) if source else None)
+
+
+@dataclass
+class CheckReport:
+    """What `check()` found: both indexes hold the same chunks, records match chunks."""
+
+    chunks: int
+    bm25_documents: int
+    missing_in_bm25: int = 0
+    extra_in_bm25: int = 0
+    orphan_records: list[str] = field(default_factory=list)
+    repaired: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing_in_bm25 or self.extra_in_bm25 or self.orphan_records)
+
+
+class KnowledgeStore:
+    """One owner's view of the store: every change goes through here."""
+
+    def __init__(
+        self,
+        client: ClientAPI,
+        collection_name: str,
+        bm25: BM25Index,
+        *,
+        model_name: str,
+        dimension: int,
+        poll_changes: bool,
+        check_model: bool = True,
+    ) -> None:
+        self.client = client
+        self.collection_name = collection_name
+        self.model_name = model_name
+        self.dimension = dimension
+        self.chroma = ChromaStore(
+            client, collection_name, model_name=model_name, dimension=dimension,
+            check_model=check_model,
+        )  # fmt: skip
+        self.bm25 = bm25
+        self.log = ChangeLog(client, collection_name)
+        self.poll_changes = poll_changes
+        self._write_lock = threading.RLock()
+        self._sync_lock = threading.Lock()
+        self._cursor = Cursor(bm25.cursor)
+
+    # ----------------------------------------------------------------- opening
+    def recover(self) -> int:
+        """At start: rebuild BM25 if unusable, apply unseen changes, repair any drift."""
+        with self._write_lock:
+            if self.bm25.needs_rebuild:
+                self.rebuild_bm25()
+                return len(self.bm25)
+            synced = self.catch_up(force=True)
+            stale = self._cursor.ts_ms and self._cursor.ts_ms < now_ms() - RETENTION_MS
+            if stale or len(self.bm25) != self.chroma.count():
+                report = self.check(repair=True)
+                if not report.ok:
+                    logger.warning(
+                        "BM25 and Chroma differed (%d missing, %d extra); repaired from Chroma.",
+                        report.missing_in_bm25,
+                        report.extra_in_bm25,
+                    )
+            self.log.prune()
+            return synced
+
+    def rebuild_bm25(self) -> None:
+        logger.warning("Rebuilding the BM25 index from %d Chroma chunks.", self.chroma.count())
+        with self._write_lock:
+            start = now_ms()
+            self.bm25.rebuild(bm25_doc(n) for n in self.chroma.iter_nodes())
+            self._cursor.ts_ms = max(self._cursor.ts_ms, start)
+            self.bm25.set_cursor(self._cursor.to_state())
+
+    # ------------------------------------------------------------------- reads
+    def count(self) -> int:
+        return self.chroma.count()
+
+    def query_ids(self, embedding: Sequence[float], top_k: int) -> list[tuple[str, float]]:
+        return self.chroma.query_ids(embedding, top_k)
+
+    def bm25_search(
+        self, query: str, top_k: int, *, k1: float | None = None, b: float | None = None
+    ) -> list[tuple[str, float]]:
+        if self.poll_changes:
+            self.catch_up()
+        return self.bm25.search(query, top_k, k1=k1, b=b)
+
+    def get_nodes(self, ids: Sequence[str]) -> list[TextNode]:
+        return self.chroma.get_nodes(ids)
+
+    def existing_embeddings(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        return self.chroma.existing_embeddings(ids)
+
+    def chunk_ids(self, source: str) -> list[str]:
+        """Ids of a source's chunks, from memory (no metadata scan)."""
+        return self.bm25.ids_for_source(source)
+
+    def get_source(self, source: str) -> SourceRecord | None:
+        return self.chroma.get_source(source)
+
+    def list_sources(self) -> list[SourceRecord]:
+        return self.chroma.list_sources()
+
+    def source_chunk_counts(self) -> dict[str, int]:
+        return self.bm25.sources()
+
+    # ------------------------------------------------------------------ writes
+    def put_source(self, record: SourceRecord) -> None:
+        """Update a record whose chunks are unchanged (ETag, mtime)."""
+        with self._write_lock:
+            self.chroma.put_source(record)
+
+    def replace_source(
+        self, source: str, nodes: Sequence[BaseNode], record: SourceRecord | None
+    ) -> int:
+        """Make `source` hold exactly `nodes` (embedded); returns how many stale were removed."""
+        with self._write_lock:
+            self.log.append([source], "begin")
+            before = set(self.chroma.ids_for_source(source)) | set(self.chunk_ids(source))
+            if nodes:
+                self.chroma.upsert_nodes(nodes)
+            self.bm25.replace_source(source, [bm25_doc(n) for n in nodes])
+            stale = sorted(before - {n.node_id for n in nodes})
+            if stale:
+                self.chroma.delete_ids(stale)
+            if record is not None and nodes:
+                self.chroma.put_source(record)
+            else:
+                self.chroma.delete_source_record(source)
+            self.log.append([source], "write")
+            return len(stale)
+
+    def delete_source(self, source: str) -> int:
+        """Remove a source's record and chunks; returns the chunk count."""
+        with self._write_lock:
+            self.log.append([source], "begin")
+            ids = sorted(set(self.chunk_ids(source)) | set(self.chroma.ids_for_source(source)))
+            self.chroma.delete_source_record(source)
+            if ids:
+                self.chroma.delete_ids(ids)
+            self.bm25.delete_source(source)
+            self.log.append([source], "delete")
+            return len(ids)
+
+    # -------------------------------------------------------------- catching up
+    def catch_up(self, force: bool = False) -> int:
+        """Apply other writers' changes to BM25; returns how many sources were re-synced."""
+        if not (self.poll_changes or force):
+            return 0
+        with self._sync_lock:
+            entries = self._cursor.pending(self.log)
+            if not entries:
+                return 0
+            own = self.log.origin
+            sources = list(dict.fromkeys(e.source for e in entries if e.origin != own))
+            switched = any(e.op == "switch" and e.origin != own for e in entries)
+            with self._write_lock:
+                if switched:
+                    self.reopen_chunks()
+                for source in sources:
+                    self.sync_source(source)
+                self._cursor.advance(entries)
+                self.bm25.set_cursor(self._cursor.to_state())
+            if sources:
+                logger.info("Caught up with %d changed sources from other writers.", len(sources))
+            return len(sources)
+
+    def sync_source(self, source: str) -> None:
+        """Make BM25 hold exactly Chroma's chunks of `source` (and drop an orphan record)."""
+        with self._write_lock:
+            ids = set(self.chroma.ids_for_source(source))
+            have = set(self.chunk_ids(source))
+            new_nodes = self.chroma.get_nodes(sorted(ids - have))
+            docs = [bm25_doc(n) for n in new_nodes]
+            docs += [BM25Document(i, "", source) for i in ids & have]  # kept, not re-read
+            self.bm25.replace_source(source, docs)
+            if not ids and self.chroma.get_source(source) is not None:
+                self.chroma.delete_source_record(source)
+
+    def check(self, repair: bool = False) -> CheckReport:
+        """Compare BM25 with Chroma id by id; with `repair`, fix BM25 and orphan records."""
+        with self._write_lock:
+            chroma_ids = self.chroma.all_ids()
+            bm25_ids = self.bm25.ids()
+            missing = sorted(chroma_ids - bm25_ids)
+            extra = sorted(bm25_ids - chroma_ids)
+            with_chunks = self.chroma.source_counts()
+            orphans = [r.source for r in self.chroma.list_sources() if r.source not in with_chunks]
+            report = CheckReport(
+                chunks=len(chroma_ids),
+                bm25_documents=len(bm25_ids),
+                missing_in_bm25=len(missing),
+                extra_in_bm25=len(extra),
+                orphan_records=orphans,
+            )
+            if repair and not report.ok:
+                if extra:
+                    self.bm25.delete_ids(extra)
+                for start in range(0, len(missing), 2000):
+                    nodes = self.chroma.get_nodes(missing[start : start + 2000])
+                    self.bm25.add([bm25_doc(n) for n in nodes])
+                for source in orphans:
+                    self.chroma.delete_source_record(source)
+                report.repaired = True
+            return report
+
+    # ----------------------------------------------------------------- reindex
+    def reopen_chunks(self) -> None:
+        """Follow the sources collection's pointer to the current chunk collection."""
+        self.chroma = ChromaStore(
+            self.client, self.collection_name, model_name=self.model_name,
+            dimension=self.dimension, check_model=False,
+        )  # fmt: skip
+
+    def switch_chunks(self, new: ChromaStore, old_name: str, grace_sec: float) -> None:
+        """Point the store at a re-embedded collection, then drop the old one."""
+        with self._write_lock:
+            self.chroma.set_active_chunks(new.collection.name)
+            self.chroma = new
+            self.model_name, self.dimension = new.model_name, new.dimension
+            self.log.append(["*"], "switch")
+        if grace_sec:
+            time.sleep(grace_sec)  # let searches that started on the old collection finish
+        try:
+            self.client.delete_collection(old_name)
+        except Exception as err:  # already gone: nothing to clean up
+            logger.info("Old chunk collection %s not deleted: %s", old_name, err)

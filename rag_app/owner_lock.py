@@ -1,0 +1,101 @@
+"""StoreOwnerLock: exactly one process opens a persistent store at a time.
+
+Chroma's embedded client is not process-safe and the BM25 folder has one writer, so
+the process that opens them holds an exclusive `filelock` in each folder for as
+long as it has them open. The operating system drops the lock when the process
+exits, however it exits (kill -9 included), so there is nothing to clean up by
+hand. Every other process talks to the owner (see `rag_app.service`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from rag_app.config import RAGSettings
+from rag_app.errors import StoreBusyError
+
+LOCK_NAME = ".rag-owner.lock"
+INFO_NAME = ".rag-owner.json"
+
+
+def state_dirs(settings: RAGSettings) -> list[Path]:
+    """The folders one owner holds: the embedded Chroma folder (if any), the BM25 folder."""
+    dirs: list[Path] = []
+    if not settings.chroma_host:
+        dirs.append(Path(settings.chromadb_persist_dir).expanduser().resolve())
+    if settings.bm25_persist_dir:
+        bm25 = Path(settings.bm25_persist_dir).expanduser().resolve()
+        if bm25 not in dirs:
+            dirs.append(bm25)
+    return dirs
+
+
+class StoreOwnerLock:
+    """Exclusive, non-blocking locks on a store's folders; `info` names the holder."""
+
+    def __init__(self, dirs: list[Path]) -> None:
+        self.dirs = dirs
+        self._locks = [FileLock(d / LOCK_NAME, timeout=0) for d in dirs]
+        self._held: list[FileLock] = []
+
+    @classmethod
+    def for_settings(cls, settings: RAGSettings) -> StoreOwnerLock | None:
+        dirs = state_dirs(settings)
+        return cls(dirs) if dirs else None
+
+    @property
+    def primary(self) -> Path:
+        return self.dirs[0]
+
+    @property
+    def held(self) -> bool:
+        return bool(self._held) and len(self._held) == len(self._locks)
+
+    def acquire(self) -> None:
+        """Take every lock or none; raise `StoreBusyError` naming the owner if one is held."""
+        for d in self.dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        try:
+            for lock in self._locks:
+                lock.acquire()
+                self._held.append(lock)
+        except Timeout:
+            self.release()
+            owner = read_info(self.primary)
+            who = f"process {owner.get('pid')}" if owner.get("pid") else "another process"
+            raise StoreBusyError(
+                f"The knowledge base in {self.primary} is open in {who}; use the store service "
+                "(the rag command and rag-mcp connect to it by themselves) or stop that process."
+            ) from None
+
+    def release(self) -> None:
+        while self._held:
+            self._held.pop().release()
+
+    def write_info(self, info: dict[str, Any]) -> None:
+        """Publish how to reach the owner (atomic replace, readable by this user only)."""
+        path = self.primary / INFO_NAME
+        tmp = path.with_name(f"{INFO_NAME}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(info, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    def clear_info(self) -> None:
+        (self.primary / INFO_NAME).unlink(missing_ok=True)
+
+
+def read_info(directory: Path) -> dict[str, Any]:
+    """The owner's published details, or {} when there are none (or they are unreadable)."""
+    try:
+        data = json.loads((directory / INFO_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
