@@ -243,7 +243,6 @@ def main() -> None:
         same = reopened[0].search(queries[0], 10) == index.search(queries[0], 10)
         rows.append(("load from disk", f"{ms / 1000:.2f} s (same results: {same})"))
         rows.append(("process peak RSS", f"{peak_rss_mb():.0f} MB"))
-        del memory
         rows.extend(fts5_rows(Path(tmp), corpus, token_lists, queries, tokenizer, rng, vocab,
                               weights, args.rounds))  # fmt: skip
 
