@@ -1,9 +1,11 @@
-"""Open the KnowledgeBase in the background so the server answers `initialize` at once.
+"""Connect to the store in the background so the server answers `initialize` at once.
 
-Importing Chroma and LlamaIndex and loading the embedding model take seconds; MCP clients
-expect the handshake in well under that. The loader starts opening as soon as the server
-starts and every tool call awaits the same attempt. A failed attempt (say the embedding
-server is down) is reported to the call that waited for it, and the next call tries again.
+The store is owned by one process (the store service, started on first use); every
+`rag-mcp` is a light client of it, so any number of MCP clients share one model, one
+index and every write. Starting the owner takes seconds; MCP clients expect the
+handshake in well under that. The loader starts connecting as soon as the server starts
+and every tool call awaits the same attempt. A failed attempt is reported to the call
+that waited for it, and the next call tries again.
 """
 
 from __future__ import annotations
@@ -24,16 +26,10 @@ KnowledgeBaseFactory = Callable[[], Awaitable["KnowledgeBase"]]
 
 
 async def open_knowledge_base(settings: RAGSettings) -> KnowledgeBase:
-    """Import, build and open the real KnowledgeBase; the slow parts run in a thread."""
+    """A client of the store's owner process (started if none runs)."""
+    from rag_app.service import connect
 
-    def build() -> KnowledgeBase:
-        from rag_app.knowledge import KnowledgeBase
-
-        return KnowledgeBase(settings)
-
-    kb = await asyncio.to_thread(build)
-    await kb.open()
-    return kb
+    return await connect(settings)
 
 
 class KnowledgeBaseLoader:

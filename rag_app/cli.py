@@ -1,4 +1,8 @@
-"""The `rag` command: index, add, crawl, search, delete, stats, reindex."""
+"""The `rag` command: index, add, crawl, search, delete, stats, check, reindex, service.
+
+Every command talks to the store's one owner process (the store service), which it
+starts on first use; nothing heavy is imported before the arguments are read.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,11 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from rag_app.config import SettingsError, load_settings
+from rag_app.config import RAGSettings, SettingsError, load_settings
 from rag_app.errors import RAGError
-from rag_app.index.hybrid_retriever import SEARCH_MODES
-from rag_app.knowledge import KnowledgeBase
-from rag_app.results import Hit, RetrievalResult
+from rag_app.results import SEARCH_MODES, Hit, RetrievalResult
+
+KnowledgeBase = Any  # a StoreClient (or an in-process KnowledgeBase): the same methods
 
 PREVIEW_CHARS = 80
 
@@ -168,6 +172,45 @@ async def _cmd_reindex(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _cmd_check(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    report = await kb.check(repair=args.repair)
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        state = "consistent" if report.ok else "repaired" if report.repaired else "INCONSISTENT"
+        print(
+            f"{state}: chunks={report.chunks} bm25={report.bm25_documents} "
+            f"missing_in_bm25={report.missing_in_bm25} extra_in_bm25={report.extra_in_bm25} "
+            f"orphan_records={len(report.orphan_records)}"
+        )
+    return 0 if report.ok or report.repaired else 1
+
+
+async def _cmd_service(settings: RAGSettings, args: argparse.Namespace) -> int:
+    from rag_app.service import service_status, stop_service
+
+    if args.action == "run":
+        from rag_app.service.server import StoreService
+
+        return await StoreService(settings).run()
+    if args.action == "stop":
+        stopped = await stop_service(settings)
+        print("stopped" if stopped else "not running")
+        return 0
+    status = await service_status(settings)
+    if status is None:
+        print("not running")
+        return 0 if args.action == "status" else 1
+    if args.json:
+        print(json.dumps(status, ensure_ascii=False, indent=2))
+    else:
+        print(
+            f"{status['state']}: pid {status['pid']} on 127.0.0.1:{status['port']} "
+            f"for {status['folder']} ({status['inflight']} requests in flight)"
+        )
+    return 0
+
+
 COMMANDS: dict[str, Callable[[KnowledgeBase, argparse.Namespace], Awaitable[int]]] = {
     "index": _cmd_index,
     "add": _cmd_add,
@@ -176,6 +219,7 @@ COMMANDS: dict[str, Callable[[KnowledgeBase, argparse.Namespace], Awaitable[int]
     "delete": _cmd_delete,
     "stats": _cmd_stats,
     "reindex": _cmd_reindex,
+    "check": _cmd_check,
 }
 
 
@@ -211,6 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     sub.add_parser("reindex", help="re-embed stored text after an embedding model change")
+
+    p = sub.add_parser("check", help="compare the keyword index with Chroma chunk by chunk")
+    p.add_argument("--repair", action="store_true", help="fix what differs (from Chroma)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("service", help="the background process that owns the store")
+    p.add_argument("action", choices=("status", "stop", "run"), help="run: in the foreground")
+    p.add_argument("--json", action="store_true")
     return parser
 
 
@@ -223,7 +275,11 @@ def _configure_logging(verbose: bool, debug: bool) -> None:
 async def _run(args: argparse.Namespace) -> int:
     settings = load_settings()
     _configure_logging(args.verbose, settings.rag_debug_log_enabled)
-    kb = KnowledgeBase(settings)
+    if args.command == "service":
+        return await _cmd_service(settings, args)
+    from rag_app.service import connect
+
+    kb = await connect(settings)
     try:
         return await COMMANDS[args.command](kb, args)
     finally:

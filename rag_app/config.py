@@ -83,6 +83,10 @@ class RAGSettings(BaseSettings):
     rag_url_safety_timeout: float = Field(5.0, gt=0)
     rag_url_safety_api_url: str = "https://safebrowsing.googleapis.com/v4/threatMatches:find"
 
+    # Store service (one owner process per store; see docs/architecture.md)
+    rag_service_idle_sec: float = Field(900.0, ge=0, le=7 * 24 * 3600)
+    rag_service_start_timeout_sec: float = Field(120.0, gt=0, le=3600)
+
     # Diagnostics
     rag_debug_log_enabled: bool = False
 
@@ -113,6 +117,20 @@ class RAGSettings(BaseSettings):
         if self.embedding_provider == "local":
             return self.embedding_model_local
         return self.embedding_model_online
+
+
+# Settings a client sends with each search: they shape one query, not the store, so a
+# running store service answers with the asking process's values.
+RETRIEVAL_SETTINGS: tuple[str, ...] = (
+    "rag_retrieval_count",
+    "rag_similarity_threshold",
+    "rag_hybrid_search_enabled",
+    "rag_vector_weight",
+    "rag_bm25_k1",
+    "rag_bm25_b",
+    "rag_min_combined_score",
+    "rag_debug_log_enabled",
+)
 
 
 def _one_line(err: ValidationError) -> str:

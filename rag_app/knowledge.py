@@ -20,9 +20,8 @@ from typing import Any
 from llama_index.core import Document
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.ingestion import IngestionPipeline
-from llama_index.core.schema import NodeWithScore
 
-from rag_app.config import RAGSettings, get_settings
+from rag_app.config import RETRIEVAL_SETTINGS, RAGSettings, get_settings
 from rag_app.crawl.crawler import WebCrawler
 from rag_app.crawl.pages import CrawledPage, NotModified, utc_now_iso
 from rag_app.embeddings import get_embed_model
@@ -36,13 +35,14 @@ from rag_app.errors import (
 from rag_app.index.bm25_index import BM25Index
 from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
-from rag_app.index.store import CheckReport, KnowledgeStore, bm25_text
+from rag_app.index.store import KnowledgeStore, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
 from rag_app.local_files import read_local_document, scan_dir
 from rag_app.owner_lock import StoreOwnerLock
 from rag_app.parsing.router import StructuredNodeParser
 from rag_app.results import (
+    CheckReport,
     CrawlSummary,
     DirIndexSummary,
     Hit,
@@ -184,10 +184,13 @@ class KnowledgeBase:
         return self.store.bm25
 
     def retriever(
-        self, n_results: int | None = None, mode: SearchMode | None = None
+        self,
+        n_results: int | None = None,
+        mode: SearchMode | None = None,
+        settings: RAGSettings | None = None,
     ) -> HybridRetriever:
         """A LlamaIndex retriever over this knowledge base (for evaluators, engines)."""
-        s = self.settings
+        s = settings or self.settings
         default_mode: SearchMode = "fused" if s.rag_hybrid_search_enabled else "vector"
         return HybridRetriever(
             self.store,
@@ -196,8 +199,17 @@ class KnowledgeBase:
             vector_weight=s.rag_vector_weight,
             similarity_threshold=s.rag_similarity_threshold,
             min_combined_score=s.rag_min_combined_score,
+            bm25_k1=s.rag_bm25_k1,
+            bm25_b=s.rag_bm25_b,
             mode=mode or default_mode,
         )
+
+    def _search_settings(self, options: dict[str, Any] | None) -> RAGSettings:
+        """This knowledge base's settings with a client's retrieval settings on top."""
+        if not options:
+            return self.settings
+        update = {k: v for k, v in options.items() if k in RETRIEVAL_SETTINGS}
+        return self.settings.model_copy(update=update)
 
     def crawler(self) -> WebCrawler:
         """The knowledge base's one crawler (robots.txt cache, delays, Safe Browsing cache)."""
@@ -422,9 +434,17 @@ class KnowledgeBase:
 
     # --- retrieve ---------------------------------------------------------
     async def retrieve(
-        self, query: str, n_results: int | None = None, mode: str | None = None
+        self,
+        query: str,
+        n_results: int | None = None,
+        mode: str | None = None,
+        *,
+        options: dict[str, Any] | None = None,
     ) -> RetrievalResult:
-        """Search; `mode` is fused (default with hybrid on), vector, bm25 or separate."""
+        """Search; `mode` is fused (default with hybrid on), vector, bm25 or separate.
+
+        `options` carries retrieval settings (`RETRIEVAL_SETTINGS`) for this query only.
+        """
         if not query or not query.strip():
             raise EmptyQueryError("The query is empty; type what you are looking for.")
         if mode is not None and mode not in SEARCH_MODES:
@@ -432,7 +452,8 @@ class KnowledgeBase:
         if n_results is not None and not 1 <= n_results <= 100:
             raise RAGError(f"n_results must be between 1 and 100, got {n_results}.")
         await self.open()
-        retriever = self.retriever(n_results=n_results)
+        search_settings = self._search_settings(options)
+        retriever = self.retriever(n_results=n_results, settings=search_settings)
         outcome = await retriever.search(query.strip(), mode=mode)  # type: ignore[arg-type]
         result = RetrievalResult(
             query=query,
@@ -442,11 +463,11 @@ class KnowledgeBase:
             bm25_hits=[Hit.from_node(n) for n in outcome.bm25],
             timings=outcome.timings,
         )
-        self._log_retrieval(result, outcome.fused or [*outcome.vector, *outcome.bm25])
+        self._log_retrieval(search_settings, result)
         return result
 
-    def _log_retrieval(self, result: RetrievalResult, nodes: list[NodeWithScore]) -> None:
-        if not self.settings.rag_debug_log_enabled:
+    def _log_retrieval(self, settings: RAGSettings, result: RetrievalResult) -> None:
+        if not settings.rag_debug_log_enabled:
             return
         retrieval_log.info('RAG retrieve: query="%s" mode=%s', result.query, result.mode)
         for rank, hit in enumerate(result.hits or [*result.vector_hits, *result.bm25_hits], 1):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
-from llama_index.core.schema import NodeWithScore
+if TYPE_CHECKING:  # results are also built by light clients that never import LlamaIndex
+    from llama_index.core.schema import NodeWithScore
 
 _SCORE_KEYS = ("vector_distance", "bm25_score", "combined_score")
+SEARCH_MODES: tuple[str, ...] = ("fused", "vector", "bm25", "separate")
 
 
 @dataclass
@@ -46,6 +48,15 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Hit:
+        return cls(**_known(cls, data))
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 def unique_sources(hits: list[Hit]) -> list[str]:
@@ -92,6 +103,17 @@ class RetrievalResult:
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RetrievalResult:
+        return cls(
+            query=data["query"],
+            mode=data["mode"],
+            hits=[Hit.from_dict(h) for h in data.get("hits", [])],
+            vector_hits=[Hit.from_dict(h) for h in data.get("vector_hits", [])],
+            bm25_hits=[Hit.from_dict(h) for h in data.get("bm25_hits", [])],
+            timings=dict(data.get("timings_ms", {})),
+        )
+
 
 @dataclass
 class IngestResult:
@@ -102,6 +124,13 @@ class IngestResult:
     embedded: int = 0
     removed: int = 0
     unchanged: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> IngestResult:
+        return cls(**_known(cls, data))
 
 
 @dataclass
@@ -114,6 +143,15 @@ class DirIndexSummary:
     unchanged: int = 0
     chunks: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DirIndexSummary:
+        known = _known(cls, data)
+        known["errors"] = [(str(a), str(b)) for a, b in known.get("errors", [])]
+        return cls(**known)
 
 
 @dataclass
@@ -128,6 +166,10 @@ class CrawlSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CrawlSummary:
+        return cls(**_known(cls, data))
 
 
 @dataclass
@@ -144,3 +186,31 @@ class KBStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "source_count": len(self.sources)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KBStats:
+        return cls(**_known(cls, data))
+
+
+@dataclass
+class CheckReport:
+    """What a consistency check found: BM25 and Chroma hold the same chunks, and every
+    source record has chunks."""
+
+    chunks: int
+    bm25_documents: int
+    missing_in_bm25: int = 0
+    extra_in_bm25: int = 0
+    orphan_records: list[str] = field(default_factory=list)
+    repaired: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing_in_bm25 or self.extra_in_bm25 or self.orphan_records)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckReport:
+        return cls(**_known(cls, data))

@@ -35,11 +35,54 @@ _SETTING_VARS = (
 
 @pytest.fixture(autouse=True)
 def _isolate_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """No developer `.env` or RAG_* variable leaks into a test; cwd is a temp dir."""
+    """No developer `.env` or RAG_* variable leaks into a test; cwd is a temp dir; a
+    store service a test started is stopped when it ends."""
     for var in _SETTING_VARS:
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RAG_SERVICE_IDLE_SEC", "120")
     monkeypatch.chdir(tmp_path)
     yield
+    stop_services_under(tmp_path)
+
+
+def stop_services_under(root: Path, timeout: float = 15.0) -> None:
+    """SIGTERM every store service whose owner file lies under `root`, and wait for it."""
+    import json
+    import os
+    import signal
+    import time
+
+    pids = []
+    for info in root.rglob(".rag-owner.json"):
+        try:
+            pids.append(int(json.loads(info.read_text(encoding="utf-8"))["pid"]))
+        except (OSError, ValueError, KeyError):
+            continue
+    for note in root.rglob(".rag-spawn.json"):
+        try:
+            pids.append(int(json.loads(note.read_text(encoding="utf-8"))["pid"]))
+        except (OSError, ValueError, KeyError):
+            continue
+    alive = []
+    for pid in set(pids):
+        try:
+            os.kill(pid, signal.SIGTERM)
+            alive.append(pid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + timeout
+    for pid in alive:
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.fixture

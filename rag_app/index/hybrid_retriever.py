@@ -17,12 +17,13 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from rag_app.index.fusion import fetch_count, fuse
 from rag_app.index.store import KnowledgeStore
+from rag_app.results import SEARCH_MODES
 from rag_app.timing import timer
 
 logger = logging.getLogger(__name__)
 
 SearchMode = Literal["fused", "vector", "bm25", "separate"]
-SEARCH_MODES: tuple[str, ...] = ("fused", "vector", "bm25", "separate")
+__all__ = ["SEARCH_MODES", "HybridRetriever", "SearchMode", "SearchOutcome"]
 
 
 @dataclass
@@ -66,6 +67,8 @@ class HybridRetriever(BaseRetriever):
         vector_weight: float = 0.5,
         similarity_threshold: float | None = None,
         min_combined_score: float | None = None,
+        bm25_k1: float | None = None,
+        bm25_b: float | None = None,
         mode: SearchMode = "fused",
     ) -> None:
         super().__init__()
@@ -76,6 +79,8 @@ class HybridRetriever(BaseRetriever):
         self.vector_weight = vector_weight
         self.similarity_threshold = similarity_threshold
         self.min_combined_score = min_combined_score
+        self.bm25_k1 = bm25_k1
+        self.bm25_b = bm25_b
         self.mode: SearchMode = mode
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -108,7 +113,9 @@ class HybridRetriever(BaseRetriever):
 
             async def bm25_side() -> list[tuple[str, float]]:
                 with timer("bm25_query", t, logger):
-                    return await asyncio.to_thread(self.store.bm25_search, query, k)
+                    return await asyncio.to_thread(
+                        self.store.bm25_search, query, k, k1=self.bm25_k1, b=self.bm25_b
+                    )
 
             if want_vec and want_bm:
                 vec_raw, bm_raw = await asyncio.gather(vector_side(), bm25_side())

@@ -21,7 +21,6 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from chromadb.api import ClientAPI
 from llama_index.core.schema import BaseNode, TextNode
@@ -29,6 +28,7 @@ from llama_index.core.schema import BaseNode, TextNode
 from rag_app.index.bm25_index import BM25Document, BM25Index
 from rag_app.index.change_log import RETENTION_MS, ChangeLog, Cursor, now_ms
 from rag_app.index.chroma_store import ChromaStore, SourceRecord
+from rag_app.results import CheckReport
 
 logger = logging.getLogger(__name__)
 
@@ -43,22 +43,6 @@ def bm25_text(node: BaseNode) -> str:
 def bm25_doc(node: BaseNode) -> BM25Document:
     source = node.metadata.get("source_url")
     return BM25Document(node.node_id, bm25_text(node), str(source) if source else None)
-
-
-@dataclass
-class CheckReport:
-    """What `check()` found: both indexes hold the same chunks, records match chunks."""
-
-    chunks: int
-    bm25_documents: int
-    missing_in_bm25: int = 0
-    extra_in_bm25: int = 0
-    orphan_records: list[str] = field(default_factory=list)
-    repaired: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return not (self.missing_in_bm25 or self.extra_in_bm25 or self.orphan_records)
 
 
 class KnowledgeStore:

@@ -1,0 +1,175 @@
+"""StoreClient: the KnowledgeBase's methods, answered by the store's owner process.
+
+Results come back as the same dataclasses the KnowledgeBase returns, and errors as
+the same one-sentence `RAGError`s, so the CLI and the MCP tools work unchanged on
+either. If the owner has gone away (stopped when idle, killed), the client finds or
+starts a new one and retries a request that had not reached it; a request cut off
+in the middle is reported, never silently repeated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from rag_app.config import RAGSettings
+from rag_app.errors import RAGError, ServiceError
+from rag_app.results import (
+    CheckReport,
+    CrawlSummary,
+    DirIndexSummary,
+    IngestResult,
+    KBStats,
+    RetrievalResult,
+)
+from rag_app.service import protocol
+
+Progress = Callable[[int, int], None]
+
+
+class _Lost(Exception):
+    """The connection broke after the request was sent."""
+
+
+class StoreClient:
+    """A connection to the owner of one store."""
+
+    def __init__(self, settings: RAGSettings, info: dict[str, Any]) -> None:
+        self.settings = settings
+        self._info = info
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def owner_pid(self) -> int:
+        return int(self._info.get("pid", 0))
+
+    def _url(self, name: str) -> str:
+        return f"http://127.0.0.1:{int(self._info['port'])}{protocol.API}/{name}"
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
+                read_bufsize=1 << 20,
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _reconnect(self) -> None:
+        from rag_app.service.launcher import find_owner
+
+        self._info = await find_owner(self.settings)
+
+    async def _call(
+        self, name: str, body: dict[str, Any], progress: Progress | None = None, *, safe: bool
+    ) -> Any:
+        """POST one request; `safe` requests (reads) are retried once if cut off."""
+        for attempt in (1, 2):
+            try:
+                return await self._post(name, body, progress)
+            except (aiohttp.ClientConnectorError, _Unauthorised):
+                if attempt == 2:
+                    raise ServiceError(
+                        "The store service cannot be reached; run the command again (it is "
+                        "restarted on demand) or see `rag service status`."
+                    ) from None
+            except _Lost:
+                if attempt == 2 or not safe:
+                    raise ServiceError(
+                        "The store service stopped while handling the request; what it had "
+                        "committed is kept. Run the command again."
+                    ) from None
+            await self._reconnect()
+        raise AssertionError("unreachable")
+
+    async def _post(self, name: str, body: dict[str, Any], progress: Progress | None) -> Any:
+        headers = {protocol.TOKEN_HEADER: f"Bearer {self._info.get('token', '')}"}
+        try:
+            async with self._get_session().post(self._url(name), json=body, headers=headers) as r:
+                if r.status == 401:
+                    raise _Unauthorised
+                if r.status != 200:
+                    raise ServiceError(f"The store service refused the request (HTTP {r.status}).")
+                async for raw in r.content:
+                    if not raw.strip():
+                        continue
+                    message = json.loads(raw)
+                    if "progress" in message:
+                        if progress is not None:
+                            done, total = message["progress"]
+                            progress(int(done), int(total))
+                    elif "result" in message:
+                        return message["result"]
+                    elif "error" in message:
+                        raise protocol.error_from(message["error"])
+        except (aiohttp.ClientConnectorError, RAGError, _Unauthorised):
+            raise
+        except (aiohttp.ClientError, ConnectionError, ValueError) as err:
+            raise _Lost from err
+        raise _Lost
+
+    # ------------------------------------------------------------- the API
+    async def open(self) -> StoreClient:
+        return self
+
+    async def retrieve(
+        self, query: str, n_results: int | None = None, mode: str | None = None
+    ) -> RetrievalResult:
+        body = {
+            "query": query,
+            "n_results": n_results,
+            "mode": mode,
+            "options": protocol.retrieval_options(self.settings),
+        }
+        return RetrievalResult.from_dict(await self._call("search", body, safe=True))
+
+    async def ingest_page(self, url: str, *, prune: bool = False) -> IngestResult:
+        data = await self._call("add", {"url": url, "prune": prune}, safe=False)
+        return IngestResult.from_dict(data)
+
+    async def ingest_from_index(
+        self,
+        url: str,
+        pattern: str = "",
+        progress: Progress | None = None,
+        *,
+        prune: bool = False,
+    ) -> CrawlSummary:
+        body = {"url": url, "pattern": pattern, "prune": prune}
+        return CrawlSummary.from_dict(await self._call("crawl", body, progress, safe=False))
+
+    async def index_dir(
+        self, path: str | Path, progress: Progress | None = None
+    ) -> DirIndexSummary:
+        folder = str(Path(path).expanduser().resolve())
+        data = await self._call("index", {"directory": folder}, progress, safe=False)
+        return DirIndexSummary.from_dict(data)
+
+    async def delete_source(self, source: str) -> int:
+        key = source.strip()
+        if key and "://" not in key:
+            local = Path(key).expanduser()
+            if local.exists() or local.is_absolute():
+                key = local.resolve().as_uri()
+        return int((await self._call("delete", {"source": key}, safe=False))["deleted"])
+
+    async def stats(self) -> KBStats:
+        return KBStats.from_dict(await self._call("stats", {}, safe=True))
+
+    async def check(self, repair: bool = False) -> CheckReport:
+        return CheckReport.from_dict(await self._call("check", {"repair": repair}, safe=not repair))
+
+    async def reindex(self, progress: Progress | None = None) -> int:
+        return int((await self._call("reindex", {}, progress, safe=False))["count"])
+
+
+class _Unauthorised(Exception):
+    """The token is not the owner's any more (a new owner took over)."""

@@ -1,0 +1,242 @@
+"""Find the owner of a store, or start one, and hand back a client.
+
+The owner publishes `{pid, port, token, state, fingerprint}` in `.rag-owner.json` in
+the store's first folder while it holds the owner lock. A client:
+
+1. reads that file and asks the owner for its health (ready → connect);
+2. finds no live owner (the lock is free) → starts `python -m rag_app.service.server`
+   in the background with this process's settings, then waits until it is ready;
+3. finds an owner running with other store settings → asks an idle one to stop and
+   starts one with its own (a busy one is reported, never interrupted).
+
+Starting is serialised by a spawn lock plus a spawn note, so many clients starting
+at once start one owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from rag_app.config import RAGSettings
+from rag_app.errors import ServiceError
+from rag_app.owner_lock import LOCK_NAME, read_info, state_dirs
+from rag_app.service import protocol
+
+SPAWN_LOCK = ".rag-spawn.lock"
+SPAWN_NOTE = ".rag-spawn.json"
+LOG_NAME = ".rag-service.log"
+LOG_MAX_BYTES = 5 * 1024 * 1024
+POLL_SEC = 0.1
+
+
+def _owner_lock_free(dirs: list[Path]) -> bool:
+    """True when no process holds the store (probed by taking and dropping the lock)."""
+    for d in dirs:
+        lock = FileLock(d / LOCK_NAME, timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            return False
+        lock.release()
+    return True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def service_env(settings: RAGSettings) -> dict[str, str]:
+    """This process's environment with every setting spelled out (paths made absolute)."""
+    env = dict(os.environ)
+    for name, value in settings.model_dump().items():
+        if value is None:
+            env.pop(name.upper(), None)
+            continue
+        if name in ("chromadb_persist_dir", "bm25_persist_dir") and value:
+            value = str(Path(value).expanduser().resolve())
+        env[name.upper()] = json.dumps(value) if isinstance(value, bool) else str(value)
+    return env
+
+
+async def _health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
+    """The owner's health answer, or None when it cannot be reached."""
+    import aiohttp
+
+    url = f"http://127.0.0.1:{int(info.get('port', 0))}{protocol.API}/health"
+    headers = {protocol.TOKEN_HEADER: f"Bearer {info.get('token', '')}"}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.get(url, headers=headers) as resp,
+        ):
+            if resp.status != 200:
+                return None
+            data = await resp.json()
+            return data if isinstance(data, dict) else None
+    except (aiohttp.ClientError, TimeoutError, ValueError, OSError):
+        return None
+
+
+async def _post_shutdown(info: dict[str, Any]) -> None:
+    import aiohttp
+
+    url = f"http://127.0.0.1:{int(info.get('port', 0))}{protocol.API}/shutdown"
+    headers = {protocol.TOKEN_HEADER: f"Bearer {info.get('token', '')}"}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,
+            session.post(url, headers=headers) as resp,
+        ):
+            await resp.read()
+    except (aiohttp.ClientError, TimeoutError, OSError):
+        pass
+
+
+def _log_tail(primary: Path) -> str:
+    """The last meaningful line the owner logged (why it stopped)."""
+    try:
+        lines = (primary / LOG_NAME).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    for text in reversed(lines[-50:]):
+        text = text.strip()
+        if text and not text.startswith(("Traceback", "File ", "^")):
+            return text
+    return ""
+
+
+def _spawn(settings: RAGSettings, primary: Path) -> subprocess.Popen[bytes] | None:
+    """Start an owner unless one is starting already (serialised across processes)."""
+    with FileLock(primary / SPAWN_LOCK, timeout=30):
+        note = primary / SPAWN_NOTE
+        try:
+            seen = json.loads(note.read_text(encoding="utf-8"))
+            recent = time.time() - float(seen["time"]) < settings.rag_service_start_timeout_sec
+            if recent and _pid_alive(int(seen["pid"])):
+                return None  # another client started one a moment ago
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        if not _owner_lock_free(state_dirs(settings)):
+            return None
+        log_path = primary / LOG_NAME
+        if log_path.exists() and log_path.stat().st_size > LOG_MAX_BYTES:
+            log_path.replace(log_path.with_suffix(".log.1"))
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "rag_app.service.server"],
+                env=service_env(settings),
+                cwd=primary,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # outlives this client, ignores its Ctrl-C
+            )
+        note.write_text(json.dumps({"pid": proc.pid, "time": time.time()}), encoding="utf-8")
+        return proc
+
+
+async def find_owner(settings: RAGSettings) -> dict[str, Any]:
+    """The ready owner's published details, starting an owner if there is none."""
+    dirs = state_dirs(settings)
+    if not dirs:
+        raise ServiceError(
+            "This configuration keeps no store on disk (CHROMA_HOST without BM25_PERSIST_DIR); "
+            "set BM25_PERSIST_DIR so processes can share the store."
+        )
+    primary = dirs[0]
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    mine = protocol.fingerprint(settings)
+    deadline = time.monotonic() + settings.rag_service_start_timeout_sec
+    proc: subprocess.Popen[bytes] | None = None
+    asked_to_stop = False
+    while True:
+        info = read_info(primary)
+        health = await _health(info) if info else None
+        if health is not None:
+            state = health.get("state")
+            if state == "ready":
+                diff = protocol.differences(mine, dict(health.get("fingerprint") or {}))
+                if not diff:
+                    return info
+                if not asked_to_stop:  # an idle owner with other settings makes way
+                    if health.get("inflight"):
+                        raise ServiceError(
+                            f"The store service (pid {info.get('pid')}) for {primary} runs with "
+                            f"other settings ({', '.join(diff[:4])}) and is busy; wait for it "
+                            "to finish or stop it with `rag service stop`."
+                        )
+                    await _post_shutdown(info)
+                    asked_to_stop = True
+            elif state == "failed":
+                raise ServiceError(
+                    f"The store service could not open the knowledge base: {health.get('error')}"
+                )
+        elif await asyncio.to_thread(_owner_lock_free, dirs):
+            if proc is not None and proc.poll() is not None and proc.returncode != 3:
+                reason = _log_tail(primary) or f"it exited with status {proc.returncode}"
+                raise ServiceError(f"The store service did not start: {reason}")
+            started = await asyncio.to_thread(_spawn, settings, primary)
+            proc = started or proc
+        if time.monotonic() > deadline:
+            raise ServiceError(
+                f"No store service answered for {primary} within "
+                f"{settings.rag_service_start_timeout_sec:.0f} s; see {primary / LOG_NAME} "
+                "(or raise RAG_SERVICE_START_TIMEOUT_SEC)."
+            )
+        await asyncio.sleep(POLL_SEC)
+
+
+async def connect(settings: RAGSettings) -> Any:
+    """A client of the store's owner (started if needed) with the KnowledgeBase's methods."""
+    from rag_app.service.client import StoreClient
+
+    info = await find_owner(settings)
+    return StoreClient(settings, info)
+
+
+async def service_status(settings: RAGSettings) -> dict[str, Any] | None:
+    """The running owner's details and health, or None when none runs."""
+    dirs = state_dirs(settings)
+    if not dirs:
+        return None
+    info = read_info(dirs[0])
+    health = await _health(info) if info else None
+    if health is None:
+        return None
+    public = {k: v for k, v in info.items() if k != "token"}
+    return {**public, **health, "folder": str(dirs[0])}
+
+
+async def stop_service(settings: RAGSettings, timeout: float = 30.0) -> bool:
+    """Ask the running owner to stop and wait until it has; False when none was running."""
+    dirs = state_dirs(settings)
+    if not dirs:
+        return False
+    info = read_info(dirs[0])
+    if not info or await _health(info) is None:
+        return False
+    await _post_shutdown(info)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await asyncio.to_thread(_owner_lock_free, dirs):
+            return True
+        await asyncio.sleep(POLL_SEC)
+    raise ServiceError(
+        f"The store service (pid {info.get('pid')}) did not stop within {timeout:.0f} s."
+    )

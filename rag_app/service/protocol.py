@@ -1,0 +1,105 @@
+"""What owner and clients agree on: the wire format, errors, and the settings fingerprint.
+
+Every endpoint answers a stream of JSON lines: `{"progress": [done, total]}` while it
+works, then one `{"result": ...}` or `{"error": {"type", "message", "status"}}`.
+Light on purpose: clients import this without LlamaIndex or Chroma.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from rag_app import errors
+from rag_app.config import RETRIEVAL_SETTINGS, RAGSettings
+
+API = "/v1"
+TOKEN_HEADER = "Authorization"
+PROTOCOL_VERSION = 1
+
+_SECRETS = ("openai_api_key", "google_safe_browsing_api_key")
+# Shape one query or one client only: never a reason to restart the owner.
+_CLIENT_ONLY = frozenset(
+    {*RETRIEVAL_SETTINGS, "rag_service_idle_sec", "rag_service_start_timeout_sec"}
+)
+
+
+def fingerprint(settings: RAGSettings) -> dict[str, str]:
+    """The settings the owner runs with, as strings (secrets hashed)."""
+    out: dict[str, str] = {}
+    for name, value in sorted(settings.model_dump().items()):
+        if name in _CLIENT_ONLY:
+            continue
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        if name in _SECRETS and value:
+            text = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        out[name] = text
+    return out
+
+
+def differences(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:
+    """Setting names (as environment variables) whose values differ."""
+    names = sorted(set(mine) | set(theirs))
+    return [n.upper() for n in names if mine.get(n) != theirs.get(n)]
+
+
+def retrieval_options(settings: RAGSettings) -> dict[str, Any]:
+    return {name: getattr(settings, name) for name in RETRIEVAL_SETTINGS}
+
+
+def line(kind: str, value: Any) -> bytes:
+    return json.dumps({kind: value}, ensure_ascii=False).encode() + b"\n"
+
+
+def error_payload(err: BaseException) -> dict[str, Any]:
+    """An exception as the wire's error object (one sentence, type name, HTTP status)."""
+    status = getattr(err, "status", None)
+    return {
+        "type": type(err).__name__,
+        "message": str(err) or type(err).__name__,
+        "status": status if isinstance(status, int) else None,
+        "user_error": isinstance(err, errors.RAGError),
+    }
+
+
+class RemoteError(errors.RAGError):
+    """An error the owner reported; `status` keeps the HTTP status of a failed fetch."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+_TYPES: dict[str, type[errors.RAGError]] = {
+    cls.__name__: cls
+    for cls in vars(errors).values()
+    if isinstance(cls, type) and issubclass(cls, errors.RAGError)
+}
+_CRAWL_TYPES = {
+    "HttpStatusError",
+    "RedirectNotFollowedError",
+    "CrawlTimeoutError",
+    "RobotsBlockedError",
+    "PageTooLargeError",
+    "UnsupportedContentTypeError",
+}
+
+
+def error_from(payload: dict[str, Any]) -> errors.RAGError:
+    """Rebuild a user-facing error on the client side (same class where it is plain)."""
+    name = str(payload.get("type", ""))
+    message = str(payload.get("message", "The store service failed."))
+    status = payload.get("status")
+    cls = _TYPES.get(name)
+    if cls is not None and cls.__init__ is errors.RAGError.__init__:
+        err = cls(message)
+        err.status = status  # type: ignore[attr-defined]
+        return err
+    if name in _CRAWL_TYPES or name == "InvalidPatternError":
+        err = errors.CrawlError(message)
+        err.status = status  # type: ignore[attr-defined]
+        return err
+    if not payload.get("user_error"):
+        message = f"The store service failed ({name}: {message}); see its log."
+    return RemoteError(message, status if isinstance(status, int) else None)

@@ -1,0 +1,300 @@
+"""The store service: the one process that owns a store and serves every other one.
+
+It holds the owner lock of the store's folders, one KnowledgeBase (model, Chroma
+client, BM25 index, crawler) and answers JSON-lines requests on a loopback port
+that only holders of the token (published in the owner file, mode 0600) may use.
+A client that disconnects never cancels work in progress: what it started is
+committed or rolled back by the store exactly as if it had stayed.
+
+    python -m rag_app.service.server        # what `connect()` starts in the background
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import hmac
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from rag_app.config import RAGSettings, SettingsError, load_settings
+from rag_app.errors import RAGError, StoreBusyError
+from rag_app.owner_lock import StoreOwnerLock
+from rag_app.service import protocol
+
+logger = logging.getLogger("rag_app.service")
+
+Progress = Callable[[int, int], None]
+Work = Callable[[dict[str, Any], Progress], Awaitable[Any]]
+GRACE_SEC = 10.0
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rag-knowledge")
+    except PackageNotFoundError:
+        return "0"
+
+
+class StoreService:
+    """Owns one store for as long as it runs; stops when told, on SIGTERM, or when idle."""
+
+    def __init__(self, settings: RAGSettings) -> None:
+        self.settings = settings
+        self.token = secrets.token_urlsafe(32)
+        self.kb: Any = None
+        self.ready = asyncio.Event()
+        self.stop = asyncio.Event()
+        self.inflight = 0
+        self.last_activity = time.monotonic()
+        self.open_error: BaseException | None = None
+
+    # ------------------------------------------------------------- lifecycle
+    async def run(self) -> int:
+        lock = StoreOwnerLock.for_settings(self.settings)
+        if lock is None:
+            print(
+                "rag-store: this store keeps nothing on disk (BM25_PERSIST_DIR is empty with "
+                "CHROMA_HOST set); there is nothing to own.",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            lock.acquire()
+        except StoreBusyError as err:
+            print(f"rag-store: {err}", file=sys.stderr)
+            return 3
+        runner = web.AppRunner(self._app(), handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        info = {
+            "pid": os.getpid(),
+            "port": port,
+            "token": self.token,
+            "state": "starting",
+            "version": _version(),
+            "protocol": protocol.PROTOCOL_VERSION,
+            "fingerprint": protocol.fingerprint(self.settings),
+            "started": time.time(),
+        }
+        lock.write_info(info)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop.set)
+        logger.info("Store service %d on 127.0.0.1:%d for %s", os.getpid(), port, lock.primary)
+        watcher = asyncio.create_task(self._idle_watch())
+        code = 0
+        try:
+            await self._open()
+            lock.write_info({**info, "state": "ready"})
+            await self.stop.wait()
+        except BaseException as err:  # opening failed: say so to waiting clients, then exit
+            logger.error("The store could not be opened: %s", err)
+            code = 1
+        finally:
+            watcher.cancel()
+            await self._drain()
+            lock.clear_info()
+            await runner.cleanup()
+            if self.kb is not None:
+                await self.kb.aclose()
+            lock.release()
+            logger.info("Store service %d stopped.", os.getpid())
+        return code
+
+    async def _open(self) -> None:
+        def build() -> Any:
+            from rag_app.knowledge import KnowledgeBase
+
+            return KnowledgeBase(self.settings, take_ownership=False)
+
+        try:
+            kb = await asyncio.to_thread(build)
+            await kb.open()
+        except BaseException as err:
+            self.open_error = err
+            self.ready.set()
+            raise
+        self.kb = kb
+        gc.collect()
+        gc.freeze()  # the loaded index is long-lived: keep the cyclic GC from rescanning it
+        self.ready.set()
+
+    async def _idle_watch(self) -> None:
+        idle = self.settings.rag_service_idle_sec
+        while idle > 0:
+            await asyncio.sleep(min(5.0, idle))
+            if self.inflight == 0 and time.monotonic() - self.last_activity > idle:
+                logger.info("Idle for %.0f s: stopping.", idle)
+                self.stop.set()
+                return
+
+    async def _drain(self) -> None:
+        deadline = time.monotonic() + GRACE_SEC
+        while self.inflight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    # ----------------------------------------------------------------- HTTP
+    def _app(self) -> web.Application:
+        app = web.Application(middlewares=[self._auth], client_max_size=1024 * 1024)
+        app.router.add_get(f"{protocol.API}/health", self._health)
+        routes: dict[str, Work] = {
+            "search": self._search,
+            "add": self._add,
+            "crawl": self._crawl,
+            "index": self._index,
+            "delete": self._delete,
+            "stats": self._stats,
+            "check": self._check,
+            "reindex": self._reindex,
+        }
+        for name, work in routes.items():
+            app.router.add_post(f"{protocol.API}/{name}", self._endpoint(work))
+        app.router.add_post(f"{protocol.API}/shutdown", self._shutdown)
+        return app
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        given = request.headers.get(protocol.TOKEN_HEADER, "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+            return web.json_response({"error": "unauthorised"}, status=401)
+        return await handler(request)
+
+    async def _health(self, _request: web.Request) -> web.Response:
+        state = "ready" if self.kb is not None else "failed" if self.open_error else "starting"
+        return web.json_response(
+            {
+                "state": state,
+                "pid": os.getpid(),
+                "inflight": self.inflight,
+                "error": str(self.open_error) if self.open_error else None,
+                "fingerprint": protocol.fingerprint(self.settings),
+            }
+        )
+
+    async def _shutdown(self, _request: web.Request) -> web.Response:
+        self.stop.set()
+        return web.json_response({"stopping": True, "inflight": self.inflight})
+
+    def _endpoint(self, work: Work) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            self.last_activity = time.monotonic()
+            try:
+                body = await request.json()
+                if not isinstance(body, dict):
+                    raise ValueError("not an object")
+            except ValueError:
+                return web.json_response({"error": "bad request"}, status=400)
+            response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+            await response.prepare(request)
+            queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+            task = asyncio.create_task(self._run(work, body, lambda d, t: queue.put_nowait((d, t))))
+            alive = True
+            while not task.done():
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    getter.cancel()
+                    break
+                alive = alive and await _write(response, protocol.line("progress", getter.result()))
+            err = task.exception() if not task.cancelled() else asyncio.CancelledError()
+            if err is None:
+                payload = protocol.line("result", task.result())
+            else:
+                if not isinstance(err, RAGError):
+                    logger.error("Request failed", exc_info=err)
+                payload = protocol.line("error", protocol.error_payload(err))
+            if alive and await _write(response, payload):
+                await response.write_eof()
+            return response
+
+        return handle
+
+    async def _run(self, work: Work, body: dict[str, Any], progress: Progress) -> Any:
+        """Run one request to its end even if its client goes away."""
+        self.inflight += 1
+        try:
+            await self.ready.wait()
+            if self.kb is None:
+                raise RAGError(f"The knowledge base could not be opened: {self.open_error}")
+            return await work(body, progress)
+        finally:
+            self.inflight -= 1
+            self.last_activity = time.monotonic()
+
+    # ------------------------------------------------------------- requests
+    async def _search(self, body: dict[str, Any], _progress: Progress) -> Any:
+        result = await self.kb.retrieve(
+            str(body.get("query", "")),
+            n_results=body.get("n_results"),
+            mode=body.get("mode"),
+            options=body.get("options") or None,
+        )
+        return result.to_dict()
+
+    async def _add(self, body: dict[str, Any], _progress: Progress) -> Any:
+        result = await self.kb.ingest_page(str(body.get("url", "")), prune=bool(body.get("prune")))
+        return result.to_dict()
+
+    async def _crawl(self, body: dict[str, Any], progress: Progress) -> Any:
+        summary = await self.kb.ingest_from_index(
+            str(body.get("url", "")),
+            str(body.get("pattern", "")),
+            progress=progress,
+            prune=bool(body.get("prune")),
+        )
+        return summary.to_dict()
+
+    async def _index(self, body: dict[str, Any], progress: Progress) -> Any:
+        summary = await self.kb.index_dir(str(body.get("directory", "")), progress=progress)
+        return summary.to_dict()
+
+    async def _delete(self, body: dict[str, Any], _progress: Progress) -> Any:
+        return {"deleted": await self.kb.delete_source(str(body.get("source", "")))}
+
+    async def _stats(self, _body: dict[str, Any], _progress: Progress) -> Any:
+        return (await self.kb.stats()).to_dict()
+
+    async def _check(self, body: dict[str, Any], _progress: Progress) -> Any:
+        return (await self.kb.check(repair=bool(body.get("repair")))).to_dict()
+
+    async def _reindex(self, _body: dict[str, Any], progress: Progress) -> Any:
+        return {"count": await self.kb.reindex(progress=progress)}
+
+
+async def _write(response: web.StreamResponse, data: bytes) -> bool:
+    """Write to a client that may have gone away; False once it has."""
+    try:
+        await response.write(data)
+    except (ConnectionError, RuntimeError):
+        return False
+    return True
+
+
+def main() -> None:
+    """Entry point: `python -m rag_app.service.server` (settings from env and .env)."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = load_settings()
+    except SettingsError as err:
+        print(f"rag-store: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    raise SystemExit(asyncio.run(StoreService(settings).run()))
+
+
+if __name__ == "__main__":
+    main()
