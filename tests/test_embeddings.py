@@ -133,6 +133,38 @@ def test_builtin_ranks_the_matching_japanese_passage_first(
     assert int(np.argmax(scores)) == 0, scores
 
 
+async def test_builtin_queries_run_beside_a_document_batch(builtin: BuiltinE5Embedding) -> None:
+    """The two lanes run at once (no shared lock) and give the same vectors as alone."""
+    docs = [f"スライムの説明文 {i}: 青くて小さいモンスター。" for i in range(48)]
+    queries = [f"スライム {i}" for i in range(6)]
+    alone_docs = builtin.get_text_embedding_batch(docs)
+    alone_queries = [builtin.get_query_embedding(q) for q in queries]
+    batch = asyncio.ensure_future(builtin.aget_text_embedding_batch(docs))
+    await asyncio.sleep(0.05)
+    during = []
+    for q in queries:
+        during.append(await builtin.aget_query_embedding(q))
+        finished_first = batch.done()
+    assert not finished_first  # the queries were answered while the batch still ran
+    np.testing.assert_allclose(await batch, alone_docs, atol=1e-5)
+    np.testing.assert_allclose(during, alone_queries, atol=1e-5)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux")
+def test_builtin_document_lane_runs_at_lowest_priority() -> None:
+    from rag_app.embedding import builtin as module
+
+    def nice_of_this_thread() -> int:
+        import threading
+        from pathlib import Path
+
+        stat = Path(f"/proc/self/task/{threading.get_native_id()}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[16])  # field 19: nice
+
+    assert module._DOCUMENT_LANE.submit(nice_of_this_thread).result() == 19
+    assert module._QUERY_LANE.submit(nice_of_this_thread).result() == 0
+
+
 def test_unknown_provider_is_a_settings_error() -> None:
     bogus = RAGSettings.model_construct(embedding_provider="bogus")
     with pytest.raises(SettingsError, match="EMBEDDING_PROVIDER='bogus'"):

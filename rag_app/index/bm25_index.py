@@ -157,16 +157,31 @@ class BM25Index:
             self._after_mutation()
         return removed
 
-    def delete_source(self, source: str) -> int:
-        """Remove every chunk of `source`; returns the count."""
+    def delete_source(self, source: str, *, cursor: dict[str, Any] | None = None) -> int:
+        """Remove every chunk of `source`; returns the count. `cursor` is saved with it."""
         with self._lock:
             removed = self._delete_locked(list(self._p.source_ids.get(source, ())))
-        if removed:
+            self._take_cursor(cursor)
+        if removed or cursor is not None:
             self._after_mutation()
         return removed
 
-    def replace_source(self, source: str, docs: Sequence[BM25Document]) -> tuple[int, int]:
-        """Make `source` hold exactly `docs`, in one step and one save: (written, removed)."""
+    def _take_cursor(self, cursor: dict[str, Any] | None) -> None:
+        if cursor is not None:
+            self._cursor = dict(cursor)
+            self._meta_dirty = True
+
+    def replace_source(
+        self,
+        source: str,
+        docs: Sequence[BM25Document],
+        *,
+        cursor: dict[str, Any] | None = None,
+    ) -> tuple[int, int]:
+        """Make `source` hold exactly `docs`, in one step and one save: (written, removed).
+
+        `cursor` (the change-log position this change brings the index to) is saved with it.
+        """
         for doc in docs:
             _check_document(doc)
         wanted = {doc.id for doc in docs}
@@ -178,7 +193,8 @@ class BM25Index:
             self._add_tokenized(todo, token_lists)
             stale = set(self._p.source_ids.get(source, ())) - wanted
             removed = self._delete_locked(sorted(stale))
-        if todo or removed:
+            self._take_cursor(cursor)
+        if todo or removed or cursor is not None:
             self._after_mutation()
         return len(todo), removed
 

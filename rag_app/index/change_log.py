@@ -14,7 +14,6 @@ number, so a reader notices a gap and asks for the missing entries; the time win
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 import uuid
@@ -52,14 +51,19 @@ class ChangeLog:
             f"{collection_name}_changes", embedding_function=None
         )
         self.origin = uuid.uuid4().hex[:12]
-        self._seq = itertools.count(1)
+        self._next = 1
 
-    def append(self, sources: list[str], op: str) -> None:
-        """Record that `sources` change (one entry each)."""
+    def peek_seq(self) -> int:
+        """The sequence number the next entry will get."""
+        return self._next
+
+    def append(self, sources: list[str], op: str) -> list[Change]:
+        """Record that `sources` change (one entry each); returns the entries written."""
         if not sources:
-            return
+            return []
         ts = now_ms()
-        seqs = [next(self._seq) for _ in sources]
+        seqs = list(range(self._next, self._next + len(sources)))
+        self._next += len(sources)
         self.collection.upsert(
             ids=[f"{self.origin}-{s:010d}" for s in seqs],
             embeddings=[[0.0] for _ in sources],
@@ -68,6 +72,7 @@ class ChangeLog:
                 for s, src in zip(seqs, sources, strict=True)
             ],
         )
+        return [Change(self.origin, s, ts, src, op) for s, src in zip(seqs, sources, strict=True)]
 
     def since(self, ts_ms: int) -> list[Change]:
         """Entries written at or after `ts_ms` (writer's clock)."""
@@ -133,6 +138,14 @@ class Cursor:
                 items = log.of_origin(origin, last)
             fresh.extend(items)
         return sorted(fresh, key=lambda c: (c.ts_ms, c.origin, c.seq))
+
+    def claim(self, origin: str, seq: int) -> None:
+        """Mark a writer's entries up to `seq` as applied (a writer's own, as it writes)."""
+        last = self.origins.get(origin, [0, 0])
+        now = now_ms()
+        self.ts_ms = max(self.ts_ms, now)
+        if seq > last[0]:
+            self.origins[origin] = [seq, now]
 
     def advance(self, entries: list[Change]) -> None:
         for e in entries:

@@ -26,7 +26,7 @@ from chromadb.api import ClientAPI
 from llama_index.core.schema import BaseNode, TextNode
 
 from rag_app.index.bm25_index import BM25Document, BM25Index
-from rag_app.index.change_log import RETENTION_MS, ChangeLog, Cursor, now_ms
+from rag_app.index.change_log import RETENTION_MS, Change, ChangeLog, Cursor, now_ms
 from rag_app.index.chroma_store import ChromaStore, SourceRecord
 from rag_app.results import CheckReport
 
@@ -38,6 +38,14 @@ def bm25_text(node: BaseNode) -> str:
     meta = node.metadata
     parts = [str(meta.get("title", "")), str(meta.get("heading_path", "")), node.get_content()]
     return "\n".join(p for p in parts if p)
+
+
+def _dangling(entries: list[Change]) -> list[str]:
+    """Sources whose last entry from a writer is a `begin` (the writer stopped mid-write)."""
+    last: dict[tuple[str, str], str] = {}
+    for e in entries:
+        last[(e.origin, e.source)] = e.op
+    return sorted({src for (_, src), op in last.items() if op == "begin"})
 
 
 def bm25_doc(node: BaseNode) -> BM25Document:
@@ -81,7 +89,7 @@ class KnowledgeStore:
             if self.bm25.needs_rebuild:
                 self.rebuild_bm25()
                 return len(self.bm25)
-            synced = self.catch_up(force=True)
+            synced = self.catch_up(force=True, close_dangling=True)
             stale = self._cursor.ts_ms and self._cursor.ts_ms < now_ms() - RETENTION_MS
             if stale or len(self.bm25) != self.chroma.count():
                 report = self.check(repair=True)
@@ -150,10 +158,12 @@ class KnowledgeStore:
             before = set(self.chroma.ids_for_source(source)) | set(self.chunk_ids(source))
             if nodes:
                 self.chroma.upsert_nodes(nodes)
-            self.bm25.replace_source(source, [bm25_doc(n) for n in nodes])
             stale = sorted(before - {n.node_id for n in nodes})
             if stale:
                 self.chroma.delete_ids(stale)
+            self.bm25.replace_source(
+                source, [bm25_doc(n) for n in nodes], cursor=self._claim_next()
+            )
             if record is not None and nodes:
                 self.chroma.put_source(record)
             else:
@@ -169,13 +179,24 @@ class KnowledgeStore:
             self.chroma.delete_source_record(source)
             if ids:
                 self.chroma.delete_ids(ids)
-            self.bm25.delete_source(source)
+            self.bm25.delete_source(source, cursor=self._claim_next())
             self.log.append([source], "delete")
             return len(ids)
 
+    def _claim_next(self) -> dict[str, object]:
+        """The cursor once this write's closing entry is in: saved with the BM25 change,
+        so a restart does not re-sync what this process already applied."""
+        self._cursor.claim(self.log.origin, self.log.peek_seq())
+        return self._cursor.to_state()
+
     # -------------------------------------------------------------- catching up
-    def catch_up(self, force: bool = False) -> int:
-        """Apply other writers' changes to BM25; returns how many sources were re-synced."""
+    def catch_up(self, force: bool = False, close_dangling: bool = False) -> int:
+        """Apply other writers' changes to BM25; returns how many sources were re-synced.
+
+        With `close_dangling` (at start), a source whose writer stopped between its
+        `begin` and its closing entry gets a closing entry now, so every other reader
+        re-syncs it too.
+        """
         if not (self.poll_changes or force):
             return 0
         with self._sync_lock:
@@ -191,7 +212,11 @@ class KnowledgeStore:
                 for source in sources:
                     self.sync_source(source)
                 self._cursor.advance(entries)
+                dangling = _dangling(entries) if close_dangling else []
+                if dangling:
+                    self._cursor.claim(self.log.origin, self.log.peek_seq() + len(dangling) - 1)
                 self.bm25.set_cursor(self._cursor.to_state())
+                self.log.append(dangling, "write")
             if sources:
                 logger.info("Caught up with %d changed sources from other writers.", len(sources))
             return len(sources)

@@ -1,0 +1,120 @@
+"""Helpers for tests that run real processes: `rag` commands and `rag-mcp` over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import CallToolResult, TextContent
+
+BIN = Path(sys.executable).parent
+RAG = str(BIN / "rag")
+
+
+def store_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The settings every process of one test shares (same store, loopback crawling)."""
+    env = {
+        "CHROMADB_PERSIST_DIR": str(tmp_path / "chroma_db"),
+        "BM25_PERSIST_DIR": str(tmp_path / "bm25_index"),
+        "RAG_ALLOW_PRIVATE_NETWORK": "true",
+        "RAG_CRAWL_DELAY_SEC": "0",
+        "RAG_SERVICE_IDLE_SEC": "120",
+        "OMP_NUM_THREADS": "2",
+    }
+    env.update(extra)
+    return env
+
+
+def full_env(env: dict[str, str]) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "CHROMA"))}
+    return {**base, **env}
+
+
+def rag(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """Run one `rag` command to its end."""
+    return subprocess.run(
+        [RAG, *args],
+        env=full_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=env.get("CWD"),
+    )
+
+
+def rag_async(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """Start one `rag` command; the caller waits for it."""
+    return subprocess.Popen(
+        [RAG, *args],
+        env=full_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def rag_json(env: dict[str, str], *args: str) -> Any:
+    done = rag(env, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def owner_pid(env: dict[str, str]) -> int | None:
+    info = Path(env["CHROMADB_PERSIST_DIR"]) / ".rag-owner.json"
+    try:
+        return int(json.loads(info.read_text(encoding="utf-8"))["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def wait_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} is still running")
+
+
+def text_of(result: CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+@asynccontextmanager
+async def rag_mcp(env: dict[str, str], log: Path) -> AsyncIterator[Client]:
+    """The real `rag-mcp` over stdio with the SDK's client."""
+    params = StdioServerParameters(
+        command=str(BIN / "rag-mcp"), args=[], env=full_env(env), cwd=str(log.parent)
+    )
+    with log.open("a") as errlog:
+        transport = stdio_client(params, errlog=errlog)
+        async with Client(transport, mode="legacy", read_timeout_seconds=180) as client:
+            yield client
+
+
+def write_notes(folder: Path, prefix: str, count: int, words: int = 3) -> list[Path]:
+    """`count` small Markdown files, each with a unique findable word."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        path = folder / f"{prefix}{i:03d}.md"
+        body = "\n\n".join(
+            f"{prefix}語{i}の説明 その{k}: この段落は {prefix}{i}tok{k} について書かれている。"
+            for k in range(words)
+        )
+        path.write_text(f"# {prefix} ノート {i}\n\n{body}\n", encoding="utf-8")
+        paths.append(path)
+    return paths

@@ -1,0 +1,264 @@
+"""One store, many processes: real `rag-mcp` servers over stdio, real `rag` commands,
+a real `chroma run` server. Every process is a client of the store's one owner."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from tests.processes import (
+    owner_pid,
+    rag,
+    rag_async,
+    rag_json,
+    rag_mcp,
+    store_env,
+    text_of,
+    wait_gone,
+    write_notes,
+)
+
+pytestmark = pytest.mark.slow
+
+MODES = ("fused", "vector", "bm25", "separate")
+
+
+def page(word: str) -> str:
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{word}</title></head>"
+        f"<body><h1>{word}</h1><p>{word} は このページ だけ に 書かれている 言葉 です。</p>"
+        "</body></html>"
+    )
+
+
+def sources_of(structured: dict[str, Any]) -> set[str]:
+    hits = structured["hits"] + structured["vector_hits"] + structured["bm25_hits"]
+    return {h["source_url"] for h in hits}
+
+
+async def test_a_write_by_any_process_is_found_by_the_next_search_of_every_other(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    env = store_env(tmp_path)
+    notes = write_notes(tmp_path / "notes", "alpha", 2)
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    httpserver.expect_request("/zeta.html").respond_with_data(
+        page("ぜーたぶりっじ"), content_type="text/html; charset=utf-8"
+    )
+    url = httpserver.url_for("/zeta.html")
+    async with (
+        rag_mcp(env, tmp_path / "one.log") as one,
+        rag_mcp(env, tmp_path / "two.log") as two,
+    ):
+        for client in (one, two):  # both running on the empty store
+            empty = await client.call_tool("rag_search", {"query": "alpha1tok2"})
+            assert not empty.is_error, text_of(empty)
+        indexed = rag(env, "index", str(tmp_path / "notes"))
+        assert indexed.returncode == 0, indexed.stderr
+        for client in (one, two):
+            for mode in MODES:
+                found = await client.call_tool(
+                    "rag_search", {"query": "alpha1tok2", "mode": mode, "n_results": 3}
+                )
+                assert not found.is_error, text_of(found)
+                assert notes[1].as_uri() in sources_of(found.structured_content or {}), mode
+
+        added = await one.call_tool("rag_add", {"url": url})
+        assert not added.is_error, text_of(added)
+        for mode in MODES:
+            cli = rag_json(env, "search", "ぜーたぶりっじ", "--mode", mode)
+            assert url in sources_of(cli), mode
+            seen = await two.call_tool("rag_search", {"query": "ぜーたぶりっじ", "mode": mode})
+            assert url in sources_of(seen.structured_content or {}), mode
+
+        deleted = await two.call_tool("rag_delete", {"url": url})
+        assert not deleted.is_error, text_of(deleted)
+        gone = rag_json(env, "search", "ぜーたぶりっじ", "--mode", "bm25")
+        assert url not in sources_of(gone)
+        gone_too = await one.call_tool("rag_search", {"query": "ぜーたぶりっじ", "mode": "bm25"})
+        assert url not in sources_of(gone_too.structured_content or {})
+    status = rag_json(env, "service", "status")
+    assert status["state"] == "ready" and status["pid"] == owner_pid(env)
+
+
+async def test_nothing_is_lost_with_three_servers_two_indexers_and_a_crawl(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    env = store_env(tmp_path)
+    first = write_notes(tmp_path / "a", "beta", 12)
+    second = write_notes(tmp_path / "b", "gamma", 12)
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    links = "".join(f'<li><a href="/site/p{i}.html">p{i}</a></li>' for i in range(8))
+    httpserver.expect_request("/site/index.html").respond_with_data(
+        f"<html><body><ul>{links}</ul></body></html>", content_type="text/html"
+    )
+    for i in range(8):
+        httpserver.expect_request(f"/site/p{i}.html").respond_with_data(
+            page(f"でるた{i}ぺーじ"), content_type="text/html; charset=utf-8"
+        )
+    async with (
+        rag_mcp(env, tmp_path / "m1.log") as m1,
+        rag_mcp(env, tmp_path / "m2.log") as m2,
+        rag_mcp(env, tmp_path / "m3.log") as m3,
+    ):
+        procs = [
+            rag_async(env, "index", str(tmp_path / "a")),
+            rag_async(env, "index", str(tmp_path / "b")),
+            rag_async(env, "crawl", httpserver.url_for("/site/index.html")),
+        ]
+
+        async def searches(client: Any) -> int:
+            answered = 0
+            while any(p.poll() is None for p in procs):
+                result = await client.call_tool("rag_search", {"query": "beta3tok1"})
+                assert not result.is_error, text_of(result)
+                answered += 1
+            return answered
+
+        counts = await asyncio.gather(searches(m1), searches(m2), searches(m3))
+        outputs = [p.communicate() for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], outputs
+        assert all(c > 0 for c in counts)
+        stats = (await m1.call_tool("rag_stats", {})).structured_content or {}
+    expected = {p.as_uri() for p in first + second}
+    expected |= {httpserver.url_for(f"/site/p{i}.html") for i in range(8)}
+    assert expected <= set(stats["sources"])
+    assert stats["total_chunks"] == stats["bm25_documents"] > 0
+    report = rag_json(env, "check")
+    assert report["ok"], report
+    stopped = rag(env, "service", "stop")  # the next start reads every file from disk
+    assert stopped.returncode == 0 and stopped.stdout.strip() == "stopped"
+    again = rag_json(env, "check")
+    assert again["ok"] and again["chunks"] == stats["total_chunks"], again
+    log = (tmp_path / "chroma_db" / ".rag-service.log").read_text()
+    assert "Rebuilding the BM25 index" not in log and "differed" not in log
+
+
+def test_kill_9_at_random_moments_loses_nothing_reported_committed(tmp_path: Path) -> None:
+    """20 rounds: a writer (the owner itself, or a `rag` client) is killed mid-work."""
+    env = store_env(tmp_path)
+    rng = random.Random(9)
+    committed: set[str] = set()
+    folder = tmp_path / "notes"
+    victims = []
+    for round_no in range(20):
+        write_notes(folder, f"r{round_no:02d}x", 6, words=5)  # new work every round
+        proc = rag_async(env, "index", str(folder))
+        time.sleep(rng.uniform(0.2, 2.5))
+        victim = "owner" if round_no % 3 != 2 else "client"
+        pid = owner_pid(env) if victim == "owner" else proc.pid
+        if pid is not None and proc.poll() is None:
+            os.kill(pid, signal.SIGKILL)
+            victims.append(victim)
+            if victim == "owner":
+                wait_gone(pid)
+        _out, err = proc.communicate(timeout=180)
+        if proc.returncode == 0:  # reported committed: every file of the folder is in
+            committed |= {p.as_uri() for p in folder.glob("*.md")}
+        report = rag_json(env, "check")  # starts a new owner if the old one was killed
+        assert report["ok"], (round_no, report, err)
+        stats = rag_json(env, "stats")
+        missing = committed - set(stats["sources"])
+        assert not missing, (round_no, sorted(missing)[:3])
+        assert stats["total_chunks"] == stats["bm25_documents"]
+    assert victims.count("owner") >= 8, victims  # the owner really was killed mid-work
+    assert victims.count("client") >= 3, victims
+    final = rag(env, "index", str(folder))
+    assert final.returncode == 0, final.stderr
+    stats = rag_json(env, "stats")
+    assert {p.as_uri() for p in folder.glob("*.md")} <= set(stats["sources"])
+
+
+async def test_search_keeps_answering_through_a_reindex(tmp_path: Path) -> None:
+    env = store_env(tmp_path)
+    write_notes(tmp_path / "notes", "eps", 20, words=4)
+    assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+    before = rag_json(env, "stats")
+    async with rag_mcp(env, tmp_path / "mcp.log") as client:
+        proc = rag_async(env, "reindex")
+        results = []
+        while proc.poll() is None:
+            found = await client.call_tool("rag_search", {"query": "eps7tok2", "mode": "fused"})
+            assert not found.is_error, text_of(found)
+            results.append(found.structured_content or {})
+        _, err = proc.communicate()
+        assert proc.returncode == 0, err
+        after = await client.call_tool("rag_search", {"query": "eps7tok2"})
+    assert len(results) >= 10  # the loop ran throughout the reindex
+    assert all(r["hits"] for r in results)  # never a moment without a collection
+    top = {r["hits"][0]["source_url"] for r in results}
+    assert top == {(tmp_path / "notes" / "eps007.md").as_uri()}
+    assert (after.structured_content or {})["hits"][0]["source_url"] in top
+    assert rag_json(env, "stats")["total_chunks"] == before["total_chunks"]
+
+
+def test_two_machines_on_one_chroma_server_see_each_others_writes(
+    tmp_path: Path, chroma_server: int
+) -> None:
+    """Two owners (separate BM25 folders, as on two machines) on one Chroma server."""
+    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server)}
+    collection = f"m{time.time_ns()}"
+    a = store_env(tmp_path / "a", RAG_COLLECTION_NAME=collection, **common)
+    b = store_env(tmp_path / "b", RAG_COLLECTION_NAME=collection, **common)
+    notes = write_notes(tmp_path / "notes", "theta", 3)
+    assert rag(a, "stats").returncode == 0 and rag(b, "stats").returncode == 0  # both up
+    assert rag(a, "index", str(tmp_path / "notes")).returncode == 0
+    for mode in ("bm25", "fused", "separate"):
+        found = rag_json(b, "search", "theta2tok1", "--mode", mode)
+        assert notes[2].as_uri() in sources_of(found), mode
+    stats_b = rag_json(b, "stats")
+    assert stats_b["bm25_documents"] == stats_b["total_chunks"] > 0
+    deleted = rag(b, "delete", str(notes[2]))
+    assert deleted.returncode == 0, deleted.stderr
+    gone = rag_json(a, "search", "theta2tok1", "--mode", "bm25")
+    assert notes[2].as_uri() not in sources_of(gone)
+    assert rag_json(a, "check")["ok"] and rag_json(b, "check")["ok"]
+    pids = {json.loads((tmp_path / d / "bm25_index" / ".rag-owner.json").read_text())["pid"]
+            for d in ("a", "b")}  # fmt: skip
+    assert len(pids) == 2
+
+
+async def test_crawl_state_lives_as_long_as_the_server(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.4")
+    hits: list[tuple[str, float]] = []
+
+    def serve(word: str) -> Any:
+        def handler(request: Request) -> Response:
+            hits.append((request.path, time.monotonic()))
+            return Response(page(word), content_type="text/html; charset=utf-8")
+
+        return handler
+
+    httpserver.expect_request("/robots.txt").respond_with_data("User-agent: *\nAllow: /\n")
+    for i in range(4):
+        httpserver.expect_request(f"/p{i}.html").respond_with_handler(serve(f"いおた{i}"))
+    httpserver.expect_request("/links.html").respond_with_data(
+        "<html><body>" + "".join(f'<a href="/p{i}.html">{i}</a>' for i in (2, 3)) + "</body>",
+        content_type="text/html",
+    )
+    async with rag_mcp(env, tmp_path / "mcp.log") as client:
+        for i in (0, 1):
+            added = await client.call_tool("rag_add", {"url": httpserver.url_for(f"/p{i}.html")})
+            assert not added.is_error, text_of(added)
+        crawled = await client.call_tool("rag_crawl", {"url": httpserver.url_for("/links.html")})
+        assert not crawled.is_error, text_of(crawled)
+    assert rag(env, "add", httpserver.url_for("/p0.html")).returncode == 0  # another process
+    paths = [req.path for req, _ in httpserver.log]
+    assert paths.count("/robots.txt") == 1, paths  # one fetch per TTL across every call
+    assert len(hits) == 5, hits
+    stamps = sorted(t for _, t in hits)  # the per-domain delay held across calls
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    assert min(gaps) >= 0.35, gaps
