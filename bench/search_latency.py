@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rag_app.config import load_settings
 from rag_app.embeddings import get_embed_model
+from rag_app.index.store import bm25_doc
 from rag_app.index.tokenizer import get_tokenizer
 from rag_app.knowledge import KnowledgeBase, bm25_text
 
@@ -212,10 +213,10 @@ async def bench_size(n: int, n_queries: int, embed: BaseEmbedding) -> dict[str, 
         await kb.open()
         nodes = make_nodes(n)
         t0 = time.perf_counter()
-        kb.store.upsert_nodes(nodes)
+        kb.store.chroma.upsert_nodes(nodes)
         t_vec = time.perf_counter() - t0
         t0 = time.perf_counter()
-        kb.bm25.add([kb._bm25_doc(nd) for nd in nodes])
+        kb.bm25.add([bm25_doc(nd) for nd in nodes])
         t_bm = time.perf_counter() - t0
         print(f"  built {n} chunks: chroma {t_vec:.1f}s, bm25 {t_bm:.1f}s", flush=True)
 
@@ -238,20 +239,9 @@ async def bench_size(n: int, n_queries: int, embed: BaseEmbedding) -> dict[str, 
         }
         row["non_embedding_p50"] = row["p50"] - row.get("query_embedding_p50", 0.0)
 
-        # add one 20-chunk page, embedding excluded (random vectors)
-        rnd = RandomEmbedding()
-        page_kb = KnowledgeBase(settings, embed_model=rnd)
-        await page_kb.open()
-        rng = random.Random(99)
-        page = "\n\n".join(synthetic_text(rng) * 3 for _ in range(20))
-        t0 = time.perf_counter()
-        res = await page_kb.ingest_text("https://bench.example/new-page", page, title="new")
-        row["add_page_s"] = time.perf_counter() - t0
-        row["add_page_chunks"] = res.chunks
-
         # stock LlamaIndex: QueryFusionRetriever(relative_score) over BM25Retriever + Chroma
         LISettings.embed_model = embed
-        vindex = VectorStoreIndex.from_vector_store(kb.store.vector_store, embed_model=embed)
+        vindex = VectorStoreIndex.from_vector_store(kb.store.chroma.vector_store, embed_model=embed)
         tok = get_tokenizer()
         bm25_nodes = [TextNode(id_=nd.node_id, text=bm25_text(nd)) for nd in nodes]
         t0 = time.perf_counter()
@@ -285,8 +275,20 @@ async def bench_size(n: int, n_queries: int, embed: BaseEmbedding) -> dict[str, 
             stock_ne.append((time.perf_counter() - t0) * 1000)
         row["stock_non_embedding_p50"] = pct(stock_ne, 50)
         row["ratio"] = row["p50"] / row["stock_p50"]
+        # add one 20-chunk page, embedding excluded (random vectors)
+        await kb.aclose()  # one owner at a time
+        rnd = RandomEmbedding()
+        page_kb = KnowledgeBase(settings, embed_model=rnd)
+        await page_kb.open()
+        rng = random.Random(99)
+        page = "\n\n".join(synthetic_text(rng) * 3 for _ in range(20))
+        t0 = time.perf_counter()
+        res = await page_kb.ingest_text("https://bench.example/new-page", page, title="new")
+        row["add_page_s"] = time.perf_counter() - t0
+        row["add_page_chunks"] = res.chunks
+
         row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        await kb.aclose()
+        await page_kb.aclose()
         return row
 
 

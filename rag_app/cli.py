@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -24,7 +25,20 @@ PREVIEW_CHARS = 80
 
 
 def _progress_bar(desc: str, unit: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """A tqdm bar on stderr driven by `(done, total)` callbacks."""
+    """Progress on stderr driven by `(done, total)` callbacks: a tqdm bar on a terminal,
+    a plain line at most every 5 s (and at the end) in a log."""
+    if not sys.stderr.isatty():
+        state = {"last": 0.0, "shown": (-1, -1)}
+
+        def line(done: int, total: int) -> None:
+            now = time.monotonic()
+            due = done == total or now - state["last"] >= 5.0
+            if due and state["shown"] != (done, total):
+                print(f"{desc}: {done}/{total} {unit}s", file=sys.stderr, flush=True)
+                state["last"], state["shown"] = now, (done, total)
+
+        return line, lambda: None
+
     from tqdm import tqdm
 
     bar: dict[str, Any] = {}

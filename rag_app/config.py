@@ -53,6 +53,7 @@ class RAGSettings(BaseSettings):
     # Chunking
     rag_chunk_size: int = Field(200, ge=20, le=8000)
     rag_chunk_overlap: int = Field(30, ge=0)
+    rag_parse_timeout_sec: float = Field(30.0, gt=0, le=3600)
 
     # Retrieval
     rag_retrieval_count: int = Field(3, ge=1, le=100)

@@ -20,7 +20,9 @@ from typing import Any
 from llama_index.core import Document
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.schema import BaseNode
 
+from rag_app.background import in_ingest_lane
 from rag_app.config import RETRIEVAL_SETTINGS, RAGSettings, get_settings
 from rag_app.crawl.crawler import WebCrawler
 from rag_app.crawl.pages import CrawledPage, NotModified, utc_now_iso
@@ -50,6 +52,7 @@ from rag_app.results import (
     KBStats,
     RetrievalResult,
 )
+from rag_app.timing import timer
 
 logger = logging.getLogger("rag_app.knowledge")
 retrieval_log = logging.getLogger("rag_app.retrieval")
@@ -123,6 +126,7 @@ class KnowledgeBase:
         self._store: KnowledgeStore | None = None
         self._owner_lock: StoreOwnerLock | None = None
         self._take_ownership = take_ownership
+        self.open_timings: dict[str, float] = {}
         self._write_lock = asyncio.Lock()
         self._open_lock = asyncio.Lock()
         self.parser = StructuredNodeParser.from_settings(self.settings)
@@ -137,25 +141,31 @@ class KnowledgeBase:
 
     def _open_sync(self, check_model: bool = True) -> None:
         s = self.settings
+        t: dict[str, float] = {}
         if self._take_ownership and self._owner_lock is None:
             lock = StoreOwnerLock.for_settings(s)
             if lock is not None:
                 lock.acquire()
                 self._owner_lock = lock
         try:
-            client = self._client or make_client(s)
-            dim = _embedding_dimension(self.embed_model)
-            bm25 = BM25Index(s.bm25_persist_dir or None, k1=s.rag_bm25_k1, b=s.rag_bm25_b)
-            store = KnowledgeStore(
-                client,
-                s.rag_collection_name,
-                bm25,
-                model_name=s.embedding_model_name,
-                dimension=dim,
-                poll_changes=bool(s.chroma_host),
-                check_model=check_model,
-            )
-            store.recover()
+            with timer("chroma_open", t):
+                client = self._client or make_client(s)
+            with timer("model", t):
+                dim = _embedding_dimension(self.embed_model)
+            with timer("bm25_load", t):
+                bm25 = BM25Index(s.bm25_persist_dir or None, k1=s.rag_bm25_k1, b=s.rag_bm25_b)
+            with timer("chroma_open", t):
+                store = KnowledgeStore(
+                    client,
+                    s.rag_collection_name,
+                    bm25,
+                    model_name=s.embedding_model_name,
+                    dimension=dim,
+                    poll_changes=bool(s.chroma_host),
+                    check_model=check_model,
+                )
+            with timer("recovery", t):
+                store.recover()
         except BaseException:
             if self._owner_lock is not None:  # a failed open must not keep the store locked
                 self._owner_lock.release()
@@ -163,7 +173,14 @@ class KnowledgeBase:
             raise
         self._store = store
         if check_model:
-            self._warm_up()
+            with timer("warm_up", t):
+                self._warm_up()
+        self.open_timings = t
+        logger.info(
+            "Opened %d chunks (%s)",
+            len(store.bm25),
+            ", ".join(f"{k} {v / 1000:.2f} s" for k, v in t.items()),
+        )
 
     def _warm_up(self) -> None:
         """Load the tokenizer, a local model and Chroma's index now, so the first search is
@@ -235,40 +252,41 @@ class KnowledgeBase:
         """
         await self.open()
         digest = content_hash(title, text)
-        async with self._write_lock:
-            old = await asyncio.to_thread(self.store.get_source, source)
-            if old is not None and old.content_hash == digest:
-                if record_fields:
+        old = await asyncio.to_thread(self.store.get_source, source)
+        if old is not None and old.content_hash == digest:
+            if record_fields:
+                async with self._write_lock:
                     for key, value in record_fields.items():
                         setattr(old, key, value)
                     await asyncio.to_thread(self.store.put_source, old)
-                return IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
-            now = utc_now_iso()
-            doc_meta: dict[str, Any] = {
-                "source_url": source,
-                "title": title,
-                "indexed_at": now,
-                **(metadata or {}),
-            }
-            doc = Document(text=text, id_=source, metadata=doc_meta)
-            doc.excluded_embed_metadata_keys = list(doc_meta)
-            doc.excluded_llm_metadata_keys = list(doc_meta)
-            embedder = EmbedMissing(self.embed_model, self.store.existing_embeddings)
-            pipeline = IngestionPipeline(
-                transformations=[self.parser, AssignStableIds(), embedder],
-                disable_cache=True,
+            return IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
+        now = utc_now_iso()
+        doc_meta: dict[str, Any] = {
+            "source_url": source,
+            "title": title,
+            "indexed_at": now,
+            **(metadata or {}),
+        }
+        doc = Document(text=text, id_=source, metadata=doc_meta)
+        doc.excluded_embed_metadata_keys = list(doc_meta)
+        doc.excluded_llm_metadata_keys = list(doc_meta)
+        nodes = await self._chunk(doc)
+        embedder = EmbedMissing(self.embed_model, self.store.existing_embeddings)
+        nodes = list(await embedder.acall(nodes))
+        record = SourceRecord(
+            source=source,
+            title=title,
+            content_hash=digest,
+            chunk_count=len(nodes),
+            indexed_at=now,
+            kind=kind,
+            **(record_fields or {}),
+        )
+        tokens = await in_ingest_lane(self.store.tokenize, nodes)
+        async with self._write_lock:
+            removed = await asyncio.to_thread(
+                self.store.replace_source, source, nodes, record, tokens
             )
-            nodes = await pipeline.arun(documents=[doc])
-            record = SourceRecord(
-                source=source,
-                title=title,
-                content_hash=digest,
-                chunk_count=len(nodes),
-                indexed_at=now,
-                kind=kind,
-                **(record_fields or {}),
-            )
-            removed = await asyncio.to_thread(self.store.replace_source, source, nodes, record)
         logger.info(
             "Ingested %s: %d chunks (%d embedded, %d stale removed)",
             source,
@@ -279,6 +297,29 @@ class KnowledgeBase:
         return IngestResult(
             source=source, chunks=len(nodes), embedded=embedder.embedded, removed=removed
         )
+
+    async def _chunk(self, doc: Document) -> list[BaseNode]:
+        """Parse and chunk one document in a worker thread, within RAG_PARSE_TIMEOUT_SEC.
+
+        The event loop keeps answering meanwhile; a page that takes longer is skipped with
+        a clear reason (its thread finishes in the background and is discarded).
+        """
+        pipeline = IngestionPipeline(
+            transformations=[self.parser, AssignStableIds()], disable_cache=True
+        )
+        limit = self.settings.rag_parse_timeout_sec
+        try:
+            nodes = await asyncio.wait_for(
+                in_ingest_lane(pipeline.run, documents=[doc]), timeout=limit
+            )
+        except TimeoutError:
+            raise RAGError(
+                f"Chunking {doc.doc_id} took longer than {limit:g} s, so it was skipped; "
+                "raise RAG_PARSE_TIMEOUT_SEC for very large pages."
+            ) from None
+        except RecursionError:
+            raise RAGError(f"{doc.doc_id} is nested too deeply to chunk; it was skipped.") from None
+        return list(nodes)
 
     async def ingest_page(self, url: str, *, prune: bool = False) -> IngestResult:
         """Fetch one page and ingest it; a conditional GET (ETag/Last-Modified) or an
@@ -409,7 +450,7 @@ class KnowledgeBase:
                     summary.unchanged += 1
                     summary.chunks += old.chunk_count
                 else:
-                    title, text = await asyncio.to_thread(read_local_document, file)
+                    title, text = await in_ingest_lane(read_local_document, file)
                     result = await self.ingest_text(
                         uri, text, title=title, kind="file", record_fields={"mtime": mtime}
                     )

