@@ -6,12 +6,12 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from mcp_server.logs import configure_logging
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 logger = logging.getLogger("mcp_server")
 
@@ -64,19 +64,41 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.transport == "stdio":
             server.run("stdio")
         else:
-            if args.host not in LOOPBACK_HOSTS:
-                logger.warning(
-                    "Serving on %s without authentication: anyone who can reach port %d can "
-                    "add and delete knowledge.",
-                    args.host,
-                    args.port,
-                )
-            logger.info(
-                "Serving MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.port
-            )
-            server.run("streamable-http", host=args.host, port=args.port)
+            _serve_http(server, args.host, args.port, settings, args.log_level)
     except KeyboardInterrupt:
         raise SystemExit(130) from None
+
+
+def _serve_http(server: Any, host: str, port: int, settings: Any, log_level: str) -> None:
+    """Streamable HTTP with Host/Origin checks on every bind and an optional bearer token."""
+    import uvicorn
+
+    from mcp_server.http_security import (
+        TokenMissingError,
+        require_token_for,
+        transport_security,
+        with_bearer_token,
+    )
+
+    token = settings.rag_mcp_token
+    try:
+        require_token_for(host, token)
+    except TokenMissingError as err:
+        print(f"rag-mcp: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    extra = settings.rag_mcp_allowed_hosts.split(",") if settings.rag_mcp_allowed_hosts else []
+    app = server.streamable_http_app(
+        host=host, transport_security=transport_security(host, port, extra)
+    )
+    if token:
+        app = with_bearer_token(app, token)
+    logger.info(
+        "Serving MCP over streamable HTTP at http://%s:%d/mcp%s",
+        host,
+        port,
+        " (bearer token required)" if token else "",
+    )
+    uvicorn.run(app, host=host, port=port, log_level=log_level.lower())
 
 
 if __name__ == "__main__":

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp_server.app_context import DEFAULT_HEARTBEAT_SEC, AppContext, make_lifespan
+from mcp_server.arguments import check_arguments
 from mcp_server.loader import KnowledgeBaseFactory
 from mcp_server.tools import TOOLS
 from rag_app.config import RAGSettings, get_settings
@@ -20,16 +24,28 @@ side by side when you want to judge both. rag_add / rag_crawl add pages, rag_del
 removes a source, rag_stats lists what is stored."""
 
 
+class RagServer(MCPServer[AppContext]):
+    """MCPServer whose tools answer bad arguments with one sentence naming the argument."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            problem = check_arguments(name, tool.parameters, arguments or {})
+            if problem is not None:
+                raise ToolError(problem)
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(
     settings: RAGSettings | None = None,
     *,
     kb_factory: KnowledgeBaseFactory | None = None,
     heartbeat_sec: float = DEFAULT_HEARTBEAT_SEC,
     log_level: str = "INFO",
-) -> MCPServer[AppContext]:
+) -> RagServer:
     """The server; `kb_factory` replaces how the KnowledgeBase is opened (tests)."""
     settings = settings or get_settings()
-    server: MCPServer[AppContext] = MCPServer(
+    server = RagServer(
         SERVER_NAME,
         title="RAG knowledge base",
         instructions=INSTRUCTIONS,

@@ -6,15 +6,17 @@ Invalid values fail at start-up with one sentence naming the variable
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EmbeddingProvider = Literal["builtin", "local", "online"]
 BUILTIN_MODEL_NAME = "multilingual-e5-small"
 DEFAULT_LMSTUDIO_BASE_URL = "http://localhost:1234/v1"
+_COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,198}[A-Za-z0-9]")
 
 
 class SettingsError(ValueError):
@@ -29,6 +31,7 @@ class RAGSettings(BaseSettings):
         env_file_encoding="utf-8",
         extra="ignore",
         case_sensitive=False,
+        allow_inf_nan=False,
     )
 
     # Embedding
@@ -37,7 +40,7 @@ class RAGSettings(BaseSettings):
     embedding_model_online: str = "text-embedding-3-small"
     embedding_prefix_enabled: bool = True
     embedding_batch_size: int = Field(100, ge=1, le=100)
-    embedding_timeout_sec: float = Field(60.0, gt=0)
+    embedding_timeout_sec: float = Field(60.0, gt=0, le=3600)
     embedding_max_retries: int = Field(3, ge=0, le=10)
     lmstudio_base_url: str = DEFAULT_LMSTUDIO_BASE_URL
     openai_api_key: str = ""
@@ -52,7 +55,7 @@ class RAGSettings(BaseSettings):
 
     # Chunking
     rag_chunk_size: int = Field(200, ge=20, le=8000)
-    rag_chunk_overlap: int = Field(30, ge=0)
+    rag_chunk_overlap: int = Field(30, ge=0, le=7999)
     rag_parse_timeout_sec: float = Field(30.0, gt=0, le=3600)
 
     # Retrieval
@@ -60,36 +63,60 @@ class RAGSettings(BaseSettings):
     rag_similarity_threshold: float | None = Field(None, ge=0.0, le=2.0)
     rag_hybrid_search_enabled: bool = True
     rag_vector_weight: float = Field(0.50, ge=0.0, le=1.0)
-    rag_bm25_k1: float = Field(0.5, ge=0.0)
+    rag_bm25_k1: float = Field(0.5, ge=0.0, le=100.0)
     rag_bm25_b: float = Field(0.50, ge=0.0, le=1.0)
     rag_min_combined_score: float | None = Field(None, ge=0.0, le=1.0)
 
     # Crawling
     rag_max_crawl_pages: int = Field(50, ge=1, le=10000)
-    rag_crawl_delay_sec: float = Field(1.0, ge=0.0)
-    rag_crawl_timeout_sec: float = Field(30.0, gt=0)
+    rag_crawl_delay_sec: float = Field(1.0, ge=0.0, le=3600)
+    rag_crawl_timeout_sec: float = Field(30.0, gt=0, le=3600)
     rag_crawl_concurrency: int = Field(4, ge=1, le=64)
-    rag_max_page_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+    rag_max_page_bytes: int = Field(5 * 1024 * 1024, ge=1024, le=1024**3)
     rag_follow_redirects: bool = False
     rag_allow_private_network: bool = False
     rag_user_agent: str = "RagKnowledgeBot/0.1"
     rag_respect_robots_txt: bool = True
-    rag_robots_txt_cache_ttl: int = Field(3600, ge=0)
+    rag_robots_txt_cache_ttl: int = Field(3600, ge=0, le=30 * 24 * 3600)
 
     # URL safety (Google Safe Browsing Lookup API v4)
     rag_url_safety_check: bool = False
     google_safe_browsing_api_key: str = ""
-    rag_url_safety_cache_ttl: int = Field(300, ge=0)
+    rag_url_safety_cache_ttl: int = Field(300, ge=0, le=30 * 24 * 3600)
     rag_url_safety_fail_open: bool = True
-    rag_url_safety_timeout: float = Field(5.0, gt=0)
+    rag_url_safety_timeout: float = Field(5.0, gt=0, le=600)
     rag_url_safety_api_url: str = "https://safebrowsing.googleapis.com/v4/threatMatches:find"
 
     # Store service (one owner process per store; see docs/architecture.md)
     rag_service_idle_sec: float = Field(900.0, ge=0, le=7 * 24 * 3600)
     rag_service_start_timeout_sec: float = Field(120.0, gt=0, le=3600)
+    rag_store_stall_sec: float = Field(120.0, ge=5, le=3600)
+
+    # rag-mcp over streamable HTTP: bearer token (required off loopback), extra Host names
+    rag_mcp_token: str = ""
+    rag_mcp_allowed_hosts: str = ""
 
     # Diagnostics
     rag_debug_log_enabled: bool = False
+
+    @field_validator(
+        "rag_similarity_threshold", "rag_min_combined_score", "chroma_host", "openai_base_url",
+        mode="before",
+    )  # fmt: skip
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """`NAME=` (as .env.example documents for optional settings) means "not set"."""
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("rag_collection_name")
+    @classmethod
+    def _collection_name(cls, value: str) -> str:
+        if not _COLLECTION_NAME.fullmatch(value):
+            raise ValueError(
+                "use 3-200 letters, digits, '.', '_' or '-', starting and ending with a "
+                "letter or digit"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_combinations(self) -> RAGSettings:

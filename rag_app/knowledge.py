@@ -10,12 +10,13 @@ service (`rag_app.service`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from llama_index.core import Document
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -40,6 +41,7 @@ from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, Search
 from rag_app.index.store import KnowledgeStore, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
+from rag_app.limits import MAX_QUERY_CHARS, MAX_SOURCE_CHARS
 from rag_app.local_files import read_local_document, scan_dir
 from rag_app.owner_lock import StoreOwnerLock
 from rag_app.parsing.router import StructuredNodeParser
@@ -52,12 +54,14 @@ from rag_app.results import (
     KBStats,
     RetrievalResult,
 )
+from rag_app.storage_errors import storage_error
 from rag_app.timing import timer
 
 logger = logging.getLogger("rag_app.knowledge")
 retrieval_log = logging.getLogger("rag_app.retrieval")
 
 Progress = Callable[[int, int], None]
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
 # Bump when what is embedded or indexed for a chunk changes, so unchanged pages are
@@ -106,6 +110,25 @@ def _embedding_dimension(model: BaseEmbedding) -> int:
     return len(model.get_query_embedding("dimension probe"))
 
 
+def _storage_guard(method: F) -> F:
+    """Report storage faults (disk full, read-only, Chroma server down) in one sentence."""
+
+    @functools.wraps(method)
+    async def guarded(self: KnowledgeBase, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(self, *args, **kwargs)
+        except RAGError:
+            raise
+        except Exception as err:
+            mapped = storage_error(err, self.settings)
+            if mapped is None:
+                raise
+            logger.warning("Storage fault: %s (%s)", mapped, err)
+            raise mapped from err
+
+    return guarded  # type: ignore[return-value]
+
+
 class KnowledgeBase:
     """Everything a user can do with the knowledge base, behind async methods."""
 
@@ -132,6 +155,7 @@ class KnowledgeBase:
         self.parser = StructuredNodeParser.from_settings(self.settings)
 
     # --- opening ----------------------------------------------------------
+    @_storage_guard
     async def open(self) -> KnowledgeBase:
         """Open the store (idempotent): take ownership, load BM25, catch up with Chroma."""
         async with self._open_lock:
@@ -236,6 +260,7 @@ class KnowledgeBase:
         return self._crawler
 
     # --- ingest -----------------------------------------------------------
+    @_storage_guard
     async def ingest_text(
         self,
         source: str,
@@ -321,6 +346,7 @@ class KnowledgeBase:
             raise RAGError(f"{doc.doc_id} is nested too deeply to chunk; it was skipped.") from None
         return list(nodes)
 
+    @_storage_guard
     async def ingest_page(self, url: str, *, prune: bool = False) -> IngestResult:
         """Fetch one page and ingest it; a conditional GET (ETag/Last-Modified) or an
         unchanged hash costs no embedding. 404/410 on a known source with `prune` removes it.
@@ -356,6 +382,7 @@ class KnowledgeBase:
             },
         )
 
+    @_storage_guard
     async def ingest_from_index(
         self,
         url: str,
@@ -420,6 +447,7 @@ class KnowledgeBase:
         )
         return summary
 
+    @_storage_guard
     async def index_dir(
         self, path: str | Path, progress: Progress | None = None
     ) -> DirIndexSummary:
@@ -464,6 +492,9 @@ class KnowledgeBase:
             except StoreUnavailableError:
                 raise  # the store itself is down: every other file would fail the same way
             except Exception as err:  # one bad file never stops the folder
+                mapped = storage_error(err, self.settings)
+                if mapped is not None:
+                    raise mapped from err
                 logger.warning("Could not index %s: %s", file, err)
                 summary.errors.append((str(file), _file_error(err)))
             if progress:
@@ -474,6 +505,7 @@ class KnowledgeBase:
         return summary
 
     # --- retrieve ---------------------------------------------------------
+    @_storage_guard
     async def retrieve(
         self,
         query: str,
@@ -488,6 +520,11 @@ class KnowledgeBase:
         """
         if not query or not query.strip():
             raise EmptyQueryError("The query is empty; type what you are looking for.")
+        if len(query) > MAX_QUERY_CHARS:
+            raise RAGError(
+                f"The query is {len(query):,} characters long; the limit is "
+                f"{MAX_QUERY_CHARS:,}. Shorten it."
+            )
         if mode is not None and mode not in SEARCH_MODES:
             raise RAGError(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
         if n_results is not None and not 1 <= n_results <= 100:
@@ -533,10 +570,13 @@ class KnowledgeBase:
         path = Path(source).expanduser()
         return path.resolve().as_uri() if path.exists() or path.is_absolute() else source
 
+    @_storage_guard
     async def delete_source(self, source: str) -> int:
         """Remove a source's chunks; unknown source → `UnknownSourceError`."""
         if not source or not source.strip():
             raise RAGError("No source given; pass the URL or file path to delete.")
+        if len(source) > MAX_SOURCE_CHARS:
+            raise RAGError(f"The source is longer than {MAX_SOURCE_CHARS:,} characters.")
         await self.open()
         key = self._resolve_source(source.strip())
         async with self._write_lock:
@@ -550,6 +590,7 @@ class KnowledgeBase:
         logger.info("Deleted %s: %d chunks", key, removed)
         return removed
 
+    @_storage_guard
     async def stats(self) -> KBStats:
         """Totals and the list of sources (every source that has chunks)."""
         await self.open()
@@ -571,12 +612,14 @@ class KnowledgeBase:
             bm25_dir=s.bm25_persist_dir,
         )
 
+    @_storage_guard
     async def check(self, repair: bool = False) -> CheckReport:
         """Compare BM25 with Chroma chunk by chunk (and repair with `repair`)."""
         await self.open()
         async with self._write_lock:
             return await asyncio.to_thread(self.store.check, repair)
 
+    @_storage_guard
     async def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every stored chunk with the configured model (no re-crawl).
 

@@ -17,7 +17,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from rag_app.config import RAGSettings
-from rag_app.errors import StoreBusyError
+from rag_app.errors import StoreBusyError, StoreUnavailableError
 
 LOCK_NAME = ".rag-owner.lock"
 INFO_NAME = ".rag-owner.json"
@@ -25,14 +25,37 @@ INFO_NAME = ".rag-owner.json"
 
 def state_dirs(settings: RAGSettings) -> list[Path]:
     """The folders one owner holds: the embedded Chroma folder (if any), the BM25 folder."""
-    dirs: list[Path] = []
+    return [path for _, path in _named_dirs(settings)]
+
+
+def _named_dirs(settings: RAGSettings) -> list[tuple[str, Path]]:
+    dirs: list[tuple[str, Path]] = []
     if not settings.chroma_host:
-        dirs.append(Path(settings.chromadb_persist_dir).expanduser().resolve())
+        dirs.append(("CHROMADB_PERSIST_DIR", Path(settings.chromadb_persist_dir).expanduser()))
     if settings.bm25_persist_dir:
-        bm25 = Path(settings.bm25_persist_dir).expanduser().resolve()
-        if bm25 not in dirs:
-            dirs.append(bm25)
-    return dirs
+        dirs.append(("BM25_PERSIST_DIR", Path(settings.bm25_persist_dir).expanduser()))
+    out: list[tuple[str, Path]] = []
+    for name, path in dirs:
+        resolved = path.resolve()
+        if resolved not in [p for _, p in out]:
+            out.append((name, resolved))
+    return out
+
+
+def prepare_dirs(settings: RAGSettings) -> list[Path]:
+    """Create the store's folders; one sentence naming the setting if one cannot be used."""
+    for name, path in _named_dirs(settings):
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = path / f".rag-write-probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as err:
+            raise StoreUnavailableError(
+                f"{name}={path} cannot be used ({err.strerror or err}); choose a folder "
+                "this user can write to."
+            ) from None
+    return state_dirs(settings)
 
 
 class StoreOwnerLock:

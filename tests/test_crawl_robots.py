@@ -1,13 +1,17 @@
-"""robots.txt: Disallow, user-agent groups, fail-open, Crawl-delay, per-origin TTL cache."""
+"""robots.txt: Disallow, user-agent groups, fail-open, Crawl-delay, per-origin TTL cache,
+RFC 9309 matching (`*`, `$`, longest match) and the 500 KiB parsing limit."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import time
 from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from protego import Protego
 from test_crawl_site_helper import LocalSite, crawl_settings
 
 from rag_app.crawl.crawler import WebCrawler
@@ -167,3 +171,180 @@ async def test_cache_uses_ttl_with_injected_clock() -> None:
         "https://h.test/robots.txt",
         "http://h.test/robots.txt",
     ]
+
+
+# -- RFC 9309 matching (protego) ---------------------------------------------------------------
+
+BOT = "RagKnowledgeBot/0.1"
+
+
+def allowed(text: str, path: str, user_agent: str = BOT) -> bool:
+    return parse_rules(text, user_agent, 0.0, 60).allows(f"https://h.test{path}", user_agent)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/shop/a/checkout", False),
+        ("/shop/a/b/checkout/step2", False),
+        ("/shop/checkout", True),  # `*` needs the `/` after it to be matched too
+        ("/shop/a/cart", True),
+    ],
+)
+def test_wildcard_in_the_middle_of_a_path(path: str, expected: bool) -> None:
+    assert allowed("User-agent: *\nDisallow: /shop/*/checkout\n", path) is expected
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/files/report.pdf", False),
+        ("/report.pdf", False),
+        ("/report.pdf?download=1", True),  # `$` anchors at the very end, query included
+        ("/report.pdfx", True),
+        ("/exact", False),
+        ("/exact/more", True),
+    ],
+)
+def test_dollar_anchors_the_end(path: str, expected: bool) -> None:
+    assert allowed("User-agent: *\nDisallow: /*.pdf$\nDisallow: /exact$\n", path) is expected
+
+
+@pytest.mark.parametrize(
+    ("rules", "path", "expected"),
+    [
+        # The longer (more specific) rule wins, whatever the order in the file.
+        ("Disallow: /docs/\nAllow: /docs/public/", "/docs/public/a.html", True),
+        ("Allow: /docs/public/\nDisallow: /docs/", "/docs/public/a.html", True),
+        ("Allow: /docs/\nDisallow: /docs/private/", "/docs/private/a.html", False),
+        ("Disallow: /docs/private/\nAllow: /docs/", "/docs/private/a.html", False),
+        ("Disallow: /docs/private/\nAllow: /docs/", "/docs/other.html", True),
+        # Length counts the pattern as written, wildcards included.
+        ("Allow: /*/public\nDisallow: /docs/", "/docs/public", True),
+        # Equal length: Allow wins the tie.
+        ("Disallow: /page\nAllow: /page", "/page", True),
+        ("Allow: /page\nDisallow: /page", "/page", True),
+    ],
+)
+def test_longest_match_wins_and_allow_wins_ties(rules: str, path: str, expected: bool) -> None:
+    assert allowed(f"User-agent: *\n{rules}\n", path) is expected
+
+
+def test_only_our_group_applies_and_star_is_the_fallback() -> None:
+    text = (
+        "User-agent: *\nDisallow: /star-only\n\n"
+        "User-agent: OtherBot\nUser-agent: RAGKNOWLEDGEBOT\nDisallow: /ours\nCrawl-delay: 2.5\n"
+    )
+    assert not allowed(text, "/ours")
+    assert allowed(text, "/star-only")  # our group replaces `*`, it does not add to it
+    assert parse_rules(text, BOT, 0.0, 60).crawl_delay == 2.5
+    assert not allowed(text, "/star-only", "SomeoneElse/2")
+    assert parse_rules(text, "SomeoneElse/2", 0.0, 60).crawl_delay is None
+
+
+def test_rules_refuse_another_user_agent() -> None:
+    rules = parse_rules("User-agent: *\nDisallow: /x\n", BOT, 0.0, 60)
+    with pytest.raises(ValueError, match="parsed for 'ragknowledgebot'"):
+        rules.allows("https://h.test/x", "OtherBot/1")
+
+
+def test_many_user_agents_keep_protego_answers() -> None:
+    """Renaming the groups we are not in (the cost guard) changes no answer."""
+    rng = random.Random(9309)
+    agents = ["*", "ragknowledgebot", "RagKnowledgeBot", "rag*knowledgebot", "rag", "r", "**"]
+    agents += ["otherbot", "knowledgebot", "ragknowledgebotx", "rag-knowledgebot", "bot"]
+    spellings = ["User-agent: {}", "user-agent:{}", "User agent: {}", "User-agent {}"]
+    spellings += ["useragent: {} # note", "User-agent {}:x", "User-agent:"]
+    values = ["/", "/a", "/a/b", "/p/", "/p/open.html", "/x*y", "/*.pdf$", "/a$", "/index.html"]
+    paths = ["/", "/a", "/a/b", "/p/x", "/p/open.html", "/x1y", "/f.pdf", "/index.html", "/z"]
+    for _ in range(300):
+        lines = []
+        for _ in range(rng.randint(0, 14)):
+            if rng.random() < 0.4:
+                lines.append(rng.choice(spellings).format(rng.choice(agents)))
+            elif rng.random() < 0.2:
+                lines.append(f"Crawl-delay: {rng.choice(['0.5', '2', 'x'])}")
+            else:
+                lines.append(f"{rng.choice(['Allow', 'Disallow'])}: {rng.choice(values)}")
+        text = "\n".join(lines)
+        for user_agent in (BOT, "Bot/1", "rag-knowledgebot"):
+            token = user_agent.split("/")[0].lower()
+            plain = Protego.parse(text)
+            rules = parse_rules(text, user_agent, 0.0, 60)
+            assert rules.crawl_delay == plain.crawl_delay(token), text
+            for path in paths:
+                url = f"https://h.test{path}"
+                assert rules.allows(url, user_agent) == plain.can_fetch(url, token), (text, path)
+
+
+# -- the 500 KiB parsing limit (RFC 9309 §2.5) -------------------------------------------------
+
+LIMIT = 500 * 1024
+
+
+def padded(before: str, after: str, pad_to: int) -> str:
+    """`before`, then one comment line ending exactly at byte `pad_to`, then `after`."""
+    fill = pad_to - len(before.encode())
+    return before + "#" + "x" * (fill - 2) + "\n" + after
+
+
+def test_rule_after_the_first_500_kib_is_ignored() -> None:
+    late = padded("User-agent: *\nDisallow: /early\n", "Disallow: /late\n", LIMIT + 100)
+    assert len(late.encode()) > LIMIT
+    assert not allowed(late, "/early")
+    assert allowed(late, "/late")
+    # The same rule just inside the limit applies (so the test above can fail).
+    inside = padded("User-agent: *\nDisallow: /early\n", "Disallow: /late\n", LIMIT - 100)
+    assert len(inside.encode()) <= LIMIT
+    assert not allowed(inside, "/late")
+
+
+def test_line_cut_by_the_limit_is_dropped() -> None:
+    head = padded("User-agent: *\nDisallow: /\n", "", LIMIT - 10)
+    text = head + "Allow: /public-and-long\n"  # crosses the limit: `Allow: /p` must not count
+    assert len(head.encode()) == LIMIT - 10
+    assert not allowed(text, "/p")
+    assert allowed(head + "Allow: /p\n", "/p")  # the same line inside the limit counts
+
+
+def test_limit_counts_utf8_bytes() -> None:
+    text = "User-agent: *\n# " + "あ" * (LIMIT // 3) + "\nDisallow: /late\n"
+    assert len(text) < LIMIT < len(text.encode())
+    assert allowed(text, "/late")
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["plain rules", "wildcard rules", "thousands of agents over thousands of rules"],
+)
+async def test_multi_megabyte_robots_txt_is_handled_quickly(shape: str) -> None:
+    if shape == "plain rules":
+        body = "".join(f"Disallow: /p{i}/\n" for i in range(300_000))
+        text = f"User-agent: *\n{body}"
+    elif shape == "wildcard rules":
+        body = "".join(f"Disallow: /*a{i}*b*c$\n" for i in range(200_000))
+        text = f"User-agent: *\n{body}"
+    else:  # protego alone needs minutes and gigabytes for this one
+        agents = "".join(f"User-agent: bot{i}\n" for i in range(20_000))
+        body = "".join(f"Disallow: /p{i}/\n" for i in range(200_000))
+        text = f"{agents}User-agent: ragknowledgebot\n{body}"
+    assert len(text.encode()) > 3 * 1024 * 1024
+    blocked = "/za7zbzc" if shape == "wildcard rules" else "/p7/x"
+
+    async def fetch(_url: str) -> RobotsResponse:
+        return RobotsResponse(200, text)
+
+    cache = RobotsCache(fetch, BOT, ttl=100)
+    started = time.perf_counter()
+    assert await cache.allowed(f"https://h.test{blocked}") == (False, None)
+    assert await cache.allowed("https://h.test/elsewhere") == (True, None)
+    assert time.perf_counter() - started < 2.0
+
+
+async def test_fractional_crawl_delay_reaches_the_caller() -> None:
+    async def fetch(_url: str) -> RobotsResponse:
+        return RobotsResponse(200, "User-agent: *\nCrawl-delay: 1.5\nDisallow: /x\n")
+
+    cache = RobotsCache(fetch, BOT, ttl=100)
+    assert await cache.allowed("https://h.test/a") == (True, 1.5)
+    assert await cache.allowed("https://h.test/x") == (False, 1.5)

@@ -6,6 +6,7 @@ server on loopback and prove a refused URL made no request and no connection.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Sequence
 
@@ -36,6 +37,8 @@ STUB_DNS: dict[str, list[str]] = {
     "nat64.test": ["64:ff9b::7f00:1"],
     "multicast.test": ["224.0.0.1"],
     "mixed.test": ["93.184.216.34", "10.0.0.1"],
+    "translated.test": ["::ffff:0:7f00:1"],
+    "teredo.test": ["2001:0:4136:e378:8000:63bf:80ff:fffe"],
 }
 
 
@@ -127,6 +130,10 @@ HOSTILE: list[tuple[str, str]] = [
     ("http://[::127.0.0.1]/", r"IPv4-compatible form of a loopback"),
     ("http://[64:ff9b::7f00:1]/", r"NAT64 form of a loopback"),
     ("http://[2002:a00:1::]/", r"6to4 form of a private"),
+    ("http://[::ffff:0:7f00:1]/", r"IPv4-translated form of a loopback"),
+    ("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", r"Teredo form of a loopback"),
+    ("http://[64:ff9b:1::a9fe:a9fe]/", r"local-use NAT64 form of a link-local"),
+    ("http://192.0.2.10/", r"documentation \(RFC 5737\)"),
     # host names that resolve (stub) to internal addresses: EVERY address is checked
     ("http://evil.test/", r"evil.test resolves to 127.0.0.1.*loopback"),
     ("http://ten.test/", r"resolves to 10.0.0.1.*RFC 1918"),
@@ -142,6 +149,8 @@ HOSTILE: list[tuple[str, str]] = [
     ("http://mapped.test/", r"::ffff:7f00:1.*IPv4-mapped form of a loopback"),
     ("http://nat64.test/", r"64:ff9b::7f00:1.*NAT64 form of a loopback"),
     ("http://multicast.test/", r"224.0.0.1.*multicast"),
+    ("http://translated.test/", r"::ffff:0:7f00:1.*IPv4-translated form of a loopback"),
+    ("http://teredo.test/", r"Teredo form of a loopback"),
     ("http://mixed.test/", r"resolves to 10.0.0.1.*RFC 1918"),
 ]
 
@@ -172,6 +181,143 @@ async def test_resolve_and_check_accepts_public_hosts() -> None:
 async def test_unresolvable_host_is_a_crawl_error_not_a_crash() -> None:
     with pytest.raises(CrawlError, match="could not be resolved"):
         await resolve_and_check("http://nowhere.test/", lookup=stub_lookup)
+
+
+# -- the special-purpose address registries: one case per range ------------------------------
+
+# (an address inside the range, the reason given, refused even with RAG_ALLOW_PRIVATE_NETWORK)
+SPECIAL_RANGES: list[tuple[str, str, bool]] = [
+    ("0.1.2.3", r"unspecified \(0\.0\.0\.0/8\)", True),
+    ("10.255.0.1", r"private \(RFC 1918\)", False),
+    ("100.127.255.254", r"carrier-grade NAT", False),
+    ("127.255.255.254", r"loopback", False),
+    ("169.254.1.1", r"link-local", False),
+    ("172.20.0.1", r"private \(RFC 1918\)", False),
+    ("192.0.0.9", r"IETF protocol assignment \(RFC 6890\)", False),
+    ("192.0.2.1", r"documentation \(RFC 5737\)", False),
+    ("192.88.99.1", r"6to4 relay anycast \(RFC 7526\)", False),
+    ("192.168.255.1", r"private \(RFC 1918\)", False),
+    ("198.19.255.1", r"benchmarking \(RFC 2544\)", False),
+    ("198.51.100.7", r"documentation \(RFC 5737\)", False),
+    ("203.0.113.7", r"documentation \(RFC 5737\)", False),
+    ("239.255.255.250", r"multicast", True),
+    ("250.1.2.3", r"reserved \(240\.0\.0\.0/4\)", True),
+    ("255.255.255.255", r"broadcast", True),
+    ("::", r"unspecified \(::\)", True),
+    ("::1", r"IPv6 loopback", False),
+    ("100::1", r"discard-only \(RFC 6666\)", True),
+    ("2001:2::1", r"IPv6 benchmarking \(RFC 5180\)", False),
+    ("2001:4:112::1", r"IPv6 IETF protocol assignment \(RFC 2928\)", False),
+    ("2001:db8::1", r"IPv6 documentation \(RFC 3849\)", False),
+    ("3fff:fff::1", r"IPv6 documentation \(RFC 9637\)", False),
+    ("5f00::1", r"SRv6 segment identifier \(RFC 9602\)", False),
+    ("fd12:3456::1", r"IPv6 unique-local", False),
+    ("febf::1", r"IPv6 link-local", False),
+    ("fec0::1", r"IPv6 site-local", False),
+    ("ff02::1", r"multicast", True),
+    ("4000::1", r"reserved IPv6 \(outside 2000::/3\)", True),
+    ("100:0:0:1::1", r"reserved IPv6 \(outside 2000::/3\)", True),
+]
+
+
+def literal_url(address: str) -> str:
+    return f"http://[{address}]/" if ":" in address else f"http://{address}/"
+
+
+@pytest.mark.parametrize(("address", "reason", "always"), SPECIAL_RANGES)
+def test_special_purpose_range_is_refused(address: str, reason: str, always: bool) -> None:
+    with pytest.raises(UrlRefusedError, match=reason) as caught:
+        validate_url(literal_url(address))
+    message = str(caught.value)
+    assert message.endswith(".") and "\n" not in message
+    opened = AddressPolicy(allow_private=True).refusal(address)
+    assert (opened is not None) is always, opened
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "93.184.216.34",
+        "172.32.0.1",  # just past 172.16.0.0/12
+        "100.128.0.1",  # just past 100.64.0.0/10
+        "192.0.3.1",
+        "192.88.98.1",
+        "198.20.0.1",  # just past 198.18.0.0/15
+        "198.51.101.1",
+        "203.0.114.1",
+        "223.255.255.254",
+        "192.31.196.1",  # AS112 (RFC 7535): globally reachable
+        "2606:2800:220:1:248:1893:25c8:1946",
+        "2001:200::1",  # just past 2001::/23
+        "2001:db9::1",
+        "3fff:1000::1",  # just past 3fff::/20
+    ],
+)
+def test_public_neighbours_of_special_ranges_are_allowed(address: str) -> None:
+    assert AddressPolicy().refusal(address) is None
+    assert validate_url(literal_url(address)) == literal_url(address)
+
+
+# IPv6 forms that carry an IPv4 address: refused whenever the IPv4 address would be.
+# (address, reason, refused even with RAG_ALLOW_PRIVATE_NETWORK)
+EMBEDDED_REFUSED: list[tuple[str, str, bool]] = [
+    ("::ffff:127.0.0.1", r"IPv4-mapped form of a loopback", False),
+    ("::ffff:10.0.0.1", r"IPv4-mapped form of a private \(RFC 1918\)", False),
+    ("::ffff:0.0.0.0", r"IPv4-mapped form of an unspecified", True),
+    ("::ffff:0:7f00:1", r"IPv4-translated form of a loopback", False),  # RFC 2765
+    ("::ffff:0:a9fe:a9fe", r"IPv4-translated form of a link-local", False),
+    ("::ffff:0:e000:1", r"IPv4-translated form of a multicast", True),
+    ("::7f00:1", r"IPv4-compatible form of a loopback", False),
+    ("::c0a8:101", r"IPv4-compatible form of a private", False),
+    ("64:ff9b::7f00:1", r"NAT64 form of a loopback", False),
+    ("64:ff9b::c0a8:101", r"NAT64 form of a private", False),
+    ("64:ff9b::e000:1", r"NAT64 form of a multicast", True),
+    ("64:ff9b:1::7f00:1", r"local-use NAT64 form of a loopback", False),
+    ("64:ff9b:1:ab::ffff:ffff", r"local-use NAT64 form of a broadcast", True),
+    ("2002:7f00:1::", r"6to4 form of a loopback", False),
+    ("2002:a9fe:a9fe::1", r"6to4 form of a link-local", False),
+    ("2002:0:1::", r"6to4 form of an unspecified", True),
+    # Teredo: the client address is the complement of the last 32 bits.
+    ("2001:0:4136:e378:8000:63bf:80ff:fffe", r"Teredo form of a loopback", False),
+    ("2001:0:4136:e378:8000:63bf:f5ff:fffe", r"Teredo form of a private", False),
+    ("2001:0:4136:e378:8000:63bf:ffff:ffff", r"Teredo form of an unspecified", True),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", r"Teredo form of a documentation", False),
+]
+
+
+@pytest.mark.parametrize(("address", "reason", "always"), EMBEDDED_REFUSED)
+def test_ipv6_form_of_a_refused_ipv4_is_refused(address: str, reason: str, always: bool) -> None:
+    with pytest.raises(UrlRefusedError, match=reason):
+        validate_url(literal_url(address))
+    opened = AddressPolicy(allow_private=True).refusal(address)
+    assert (opened is not None) is always, opened
+
+
+# The same forms around the PUBLIC address 93.184.216.34 (5db8:d822). Allowed where the
+# form reaches that public host: IPv4-mapped (it is the IPv4 address), NAT64 64:ff9b::/96
+# (globally reachable per RFC 6052) and 6to4 (public relays). Refused where the form itself
+# is not globally reachable: IPv4-translated and IPv4-compatible (::/8 is reserved), local-use
+# NAT64 (RFC 8215) and Teredo (inside 2001::/23; the service is obsolete). Those refusals
+# are lifted by RAG_ALLOW_PRIVATE_NETWORK like any other non-public range.
+EMBEDDED_PUBLIC: list[tuple[str, str | None]] = [
+    ("::ffff:93.184.216.34", None),
+    ("64:ff9b::5db8:d822", None),
+    ("2002:5db8:d822::1", None),
+    ("::ffff:0:5db8:d822", r"IPv4-translated IPv6 \(RFC 2765\)"),
+    ("::5db8:d822", r"deprecated IPv4-compatible IPv6"),
+    ("64:ff9b:1::5db8:d822", r"local-use NAT64 \(RFC 8215\)"),
+    ("2001:0:4136:e378:8000:63bf:a247:27dd", r"Teredo \(RFC 4380\)"),
+]
+
+
+@pytest.mark.parametrize(("address", "reason"), EMBEDDED_PUBLIC)
+def test_ipv6_form_of_a_public_ipv4(address: str, reason: str | None) -> None:
+    if reason is None:
+        assert validate_url(literal_url(address)) == f"http://[{ipaddress.ip_address(address)}]/"
+    else:
+        with pytest.raises(UrlRefusedError, match=reason):
+            validate_url(literal_url(address))
+    assert AddressPolicy(allow_private=True).refusal(address) is None
 
 
 # -- the policy switch -------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """robots.txt: fetch once per origin, cache with a TTL, answer `allowed?` and `crawl delay`.
 
-Allow/Disallow matching is `urllib.robotparser` (our user agent, `*` fallback).
-`Crawl-delay` is read here with fractional values (the stdlib keeps only integers).
+Parsing and matching are `protego` (RFC 9309: `*` and `$` wildcards, longest match wins,
+Allow wins a tie; fractional `Crawl-delay`). Only the first 500 KiB are parsed (§2.5).
 Fetch failures (5xx, timeouts, connection errors) fail OPEN with a WARNING; a 4xx
 means "no robots.txt" and allows everything.
 """
@@ -14,7 +14,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
-from urllib.robotparser import RobotFileParser
+
+from protego import Protego
 
 from rag_app.errors import RAGError
 
@@ -22,6 +23,12 @@ log = logging.getLogger(__name__)
 
 FAILURE_CACHE_SEC = 60.0
 """A failed robots.txt fetch is retried after at most this long (not the full TTL)."""
+
+PARSE_LIMIT_BYTES = 500 * 1024
+"""Only this much of a robots.txt body is parsed; the rest is ignored (RFC 9309 §2.5)."""
+
+_USER_AGENT_FIELDS = frozenset({"user-agent", "useragent", "user agent"})
+"""The spellings protego reads as a `User-agent` line."""
 
 
 @dataclass(frozen=True)
@@ -40,31 +47,92 @@ def _product_token(user_agent: str) -> str:
     return user_agent.split("/", 1)[0].strip().lower()
 
 
+def _head(text: str, limit: int = PARSE_LIMIT_BYTES) -> str:
+    """The first `limit` UTF-8 bytes of `text`, cut back to the last complete line.
+
+    A line cut in half by the limit is dropped: `Allow: /private/page` cut to `Allow: /`
+    would otherwise open the whole site.
+    """
+    text = text.removeprefix("\ufeff")
+    if len(text) * 4 <= limit:  # at most 4 UTF-8 bytes per character: surely short enough
+        return text
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= limit:
+        return text
+    head = data[:limit].decode("utf-8", errors="ignore")
+    end = max(head.rfind("\n"), head.rfind("\r"))
+    return head[: end + 1]
+
+
+def _user_agent_value(line: str) -> str | None:
+    """The agent a `User-agent` line names (lower case), or None for any other line.
+
+    Follows protego's reading: `field: value`, or `field value` when the colon does not
+    separate a field (`User-agent foo:bar`).
+    """
+    line = line.split("#", 1)[0].strip()
+    field, colon, value = line.partition(":")
+    if colon and field.strip().lower() in _USER_AGENT_FIELDS:
+        return value.strip().lower() or None
+    if colon and (not value or value[0].isspace()):
+        return None
+    words = line.split()
+    if words and words[0].lower() in _USER_AGENT_FIELDS:
+        value = " ".join(words[1:])
+    elif len(words) > 1 and f"{words[0]} {words[1]}".lower() == "user agent":
+        value = " ".join(words[2:])
+    else:
+        return None
+    return value.strip().lower() or None
+
+
+def _keep_only_our_group(text: str, token: str) -> str:
+    """Rename every `User-agent` line protego would not pick for `token` to one dummy name.
+
+    protego attaches each rule to every agent named above it, so a file with thousands of
+    agents over thousands of rules costs their product (a minute and gigabytes for 200 KiB).
+    Which name wins is decided by protego itself, on a skeleton of one group per name; then
+    the winner's lines keep its name and all others get a name that matches nothing, so a
+    group holds at most two agents and the answer for `token` is unchanged.
+    """
+    if "*" in token:
+        return text
+    lines = text.splitlines()
+    agents: dict[int, str] = {}
+    for i, line in enumerate(lines):
+        name = _user_agent_value(line)
+        if name is not None:
+            # protego also matches a name with its `*`s removed (and never the raw name).
+            agents[i] = name if name == "*" else name.replace("*", "")
+    if not agents:
+        return text
+    names = [name for name in dict.fromkeys(agents.values()) if name]
+    skeleton = Protego.parse(
+        "".join(f"User-agent: {name}\nDisallow: /{n}/\n" for n, name in enumerate(names))
+    )
+    winner = next(
+        (name for n, name in enumerate(names) if not skeleton.can_fetch(f"/{n}/", token)), None
+    )
+    dummy = "x" * (len(token) + 1)  # longer than `token`, so never found in it
+    for i, name in agents.items():
+        lines[i] = f"User-agent: {name if name == winner else dummy}"
+    return "\n".join(lines)
+
+
 def parse_crawl_delays(text: str) -> dict[str, float]:
-    """Map each user-agent token (lower case, `*` included) to its `Crawl-delay` seconds."""
+    """Map each user-agent token (lower case, `*` included) to its `Crawl-delay` seconds.
+
+    A diagnostic view of a whole file; the crawler uses `parse_rules`.
+    """
+    text = _head(text)
+    parser = Protego.parse(text)
     delays: dict[str, float] = {}
-    agents: list[str] = []
-    in_rules = False
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if ":" not in line:
-            continue
-        key, value = (part.strip() for part in line.split(":", 1))
-        key = key.lower()
-        if key == "user-agent":
-            if in_rules:
-                agents, in_rules = [], False
-            agents.append(value.lower())
-        elif key in ("allow", "disallow", "crawl-delay", "request-rate"):
-            in_rules = True
-            if key == "crawl-delay":
-                try:
-                    seconds = float(value)
-                except ValueError:
-                    continue
-                if seconds >= 0:
-                    for agent in agents:
-                        delays.setdefault(agent, seconds)
+    for line in text.splitlines():
+        name = _user_agent_value(line)
+        if name is not None and name not in delays:
+            delay = parser.crawl_delay(name)
+            if delay is not None:
+                delays[name] = delay
     return delays
 
 
@@ -72,43 +140,39 @@ def parse_crawl_delays(text: str) -> dict[str, float]:
 class RobotsRules:
     """Parsed rules of one origin for one user agent."""
 
-    parser: RobotFileParser | None
+    parser: Protego | None
     """None means "allow everything" (no robots.txt, or fail-open)."""
     crawl_delay: float | None
     fetched_at: float
     ttl: float
+    agent: str = ""
+    """The product token the rules were parsed for (`parse_rules` keeps only its group)."""
 
     def allows(self, url: str, user_agent: str) -> bool:
         """True when `user_agent` may fetch `url`."""
-        return self.parser is None or self.parser.can_fetch(user_agent, url)
+        if self.parser is None:
+            return True
+        token = _product_token(user_agent)
+        if token != self.agent:
+            raise ValueError(f"These rules were parsed for {self.agent!r}, not {token!r}.")
+        return self.parser.can_fetch(url, token)
 
     def fresh(self, now: float) -> bool:
         """Still within its cache lifetime."""
         return now - self.fetched_at < self.ttl
 
 
-def _longest_match_first(parser: RobotFileParser) -> None:
-    """Make the stdlib's first-match behave like RFC 9309 longest-match (Allow wins ties).
-
-    `urllib.robotparser` applies the first matching rule in file order, so
-    `Disallow: /docs/` before `Allow: /docs/public.html` would block the allowed page.
-    """
-    for entry in [*parser.entries, parser.default_entry]:
-        if entry is not None:
-            entry.rulelines.sort(key=lambda rule: (-len(rule.path), not rule.allowance))
-
-
 def parse_rules(text: str, user_agent: str, fetched_at: float, ttl: float) -> RobotsRules:
-    """Build rules from robots.txt text: stdlib parser + our fractional `Crawl-delay`."""
-    parser = RobotFileParser()
-    parser.parse(text.splitlines())
-    _longest_match_first(parser)
-    delays = parse_crawl_delays(text)
+    """Build the rules of `user_agent` from robots.txt text (first 500 KiB only)."""
     token = _product_token(user_agent)
-    delay = next((d for agent, d in delays.items() if agent != "*" and agent in token), None)
-    if delay is None:
-        delay = delays.get("*")
-    return RobotsRules(parser=parser, crawl_delay=delay, fetched_at=fetched_at, ttl=ttl)
+    parser = Protego.parse(_keep_only_our_group(_head(text), token))
+    return RobotsRules(
+        parser=parser,
+        crawl_delay=parser.crawl_delay(token),
+        fetched_at=fetched_at,
+        ttl=ttl,
+        agent=token,
+    )
 
 
 def robots_url(url: str) -> str:
@@ -161,7 +225,10 @@ class RobotsCache:
         except RAGError as err:
             return self._fail_open(url, str(err), now)
         if 200 <= response.status < 300:
-            return parse_rules(response.text, self._user_agent, now, self._ttl)
+            # Off the event loop: a 500 KiB file full of wildcards takes a noticeable moment.
+            return await asyncio.to_thread(
+                parse_rules, response.text, self._user_agent, now, self._ttl
+            )
         if 400 <= response.status < 500:
             log.debug("No robots.txt at %s (HTTP %s): everything allowed", url, response.status)
             return RobotsRules(parser=None, crawl_delay=None, fetched_at=now, ttl=self._ttl)

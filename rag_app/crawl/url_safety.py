@@ -29,35 +29,76 @@ PRIVATE_NETWORK_HINT = "set RAG_ALLOW_PRIVATE_NETWORK=true only for local testin
 
 _net = ipaddress.ip_network
 
+# The IANA IPv4 and IPv6 Special-Purpose Address Registries (plus multicast), reduced to
+# what matters here: every range that is not globally reachable, with its RFC. The IPv6
+# forms that carry an IPv4 address (IPv4-mapped, NAT64, 6to4, Teredo, ...) are decided
+# by the address they carry first, in `_classify`; these tables see only the rest.
+
 # Never reachable, whatever the settings say: nothing legitimate listens there.
 _ALWAYS_REFUSED: tuple[tuple[IPNetwork, str], ...] = (
-    (_net("0.0.0.0/8"), "unspecified (0.0.0.0/8)"),
-    (_net("224.0.0.0/4"), "multicast"),
-    (_net("255.255.255.255/32"), "broadcast"),
-    (_net("240.0.0.0/4"), "reserved (240.0.0.0/4)"),
-    (_net("::/128"), "unspecified (::)"),
-    (_net("ff00::/8"), "multicast"),
+    (_net("0.0.0.0/8"), "unspecified (0.0.0.0/8)"),  # RFC 791 §3.2, RFC 1122 ("this network")
+    (_net("224.0.0.0/4"), "multicast"),  # RFC 5771
+    (_net("255.255.255.255/32"), "broadcast"),  # RFC 919, RFC 8190
+    (_net("240.0.0.0/4"), "reserved (240.0.0.0/4)"),  # RFC 1112
+    (_net("::/128"), "unspecified (::)"),  # RFC 4291
+    (_net("ff00::/8"), "multicast"),  # RFC 4291
+    (_net("100::/64"), "discard-only (RFC 6666)"),  # RFC 6666: a black hole by design
 )
 
-# Internal networks: refused unless RAG_ALLOW_PRIVATE_NETWORK is on.
+# Not globally reachable: refused unless RAG_ALLOW_PRIVATE_NETWORK is on (or the network
+# is listed in `allowed_networks`). Benchmarking and documentation ranges are here, not
+# above, because labs and fake-IP DNS setups really use them.
 _PRIVATE: tuple[tuple[IPNetwork, str], ...] = (
-    (_net("127.0.0.0/8"), "loopback"),
+    (_net("127.0.0.0/8"), "loopback"),  # RFC 1122
     (_net("10.0.0.0/8"), "private (RFC 1918)"),
     (_net("172.16.0.0/12"), "private (RFC 1918)"),
     (_net("192.168.0.0/16"), "private (RFC 1918)"),
-    (_net("169.254.0.0/16"), "link-local (cloud metadata)"),
-    (_net("100.64.0.0/10"), "carrier-grade NAT (100.64.0.0/10)"),
-    (_net("::1/128"), "IPv6 loopback"),
-    (_net("fc00::/7"), "IPv6 unique-local"),
-    (_net("fe80::/10"), "IPv6 link-local"),
-    (_net("fec0::/10"), "IPv6 site-local"),
-    (_net("64:ff9b:1::/48"), "local-use NAT64"),
+    (_net("169.254.0.0/16"), "link-local (cloud metadata)"),  # RFC 3927
+    (_net("100.64.0.0/10"), "carrier-grade NAT (100.64.0.0/10)"),  # RFC 6598
+    # RFC 6890; its few anycast service addresses (192.0.0.9, .10) serve no web pages.
+    (_net("192.0.0.0/24"), "IETF protocol assignment (RFC 6890)"),
+    (_net("192.0.2.0/24"), "documentation (RFC 5737)"),
+    (_net("198.51.100.0/24"), "documentation (RFC 5737)"),
+    (_net("203.0.113.0/24"), "documentation (RFC 5737)"),
+    (_net("198.18.0.0/15"), "benchmarking (RFC 2544)"),
+    (_net("192.88.99.0/24"), "deprecated 6to4 relay anycast (RFC 7526)"),
+    (_net("::1/128"), "IPv6 loopback"),  # RFC 4291
+    (_net("fc00::/7"), "IPv6 unique-local"),  # RFC 4193
+    (_net("fe80::/10"), "IPv6 link-local"),  # RFC 4291
+    (_net("fec0::/10"), "IPv6 site-local"),  # RFC 3879 (deprecated)
+    (_net("2001:2::/48"), "IPv6 benchmarking (RFC 5180)"),
+    (_net("2001:db8::/32"), "IPv6 documentation (RFC 3849)"),
+    (_net("3fff::/20"), "IPv6 documentation (RFC 9637)"),
+    # RFC 2928 (ORCHID, AMT, AS112, anycast services inside); Teredo 2001::/32 is decided
+    # by the address it carries before this line is reached.
+    (_net("2001::/23"), "IPv6 IETF protocol assignment (RFC 2928)"),
+    (_net("5f00::/16"), "SRv6 segment identifier (RFC 9602)"),
 )
 
-_MAPPED = _net("::ffff:0:0/96")
-_COMPATIBLE = _net("::/96")
-_NAT64 = _net("64:ff9b::/96")
-_SIX_TO_FOUR = _net("2002::/16")
+# Outside 2000::/3 IPv6 is unassigned or special (RFC 4291); what is special and used is
+# matched above or in `_embedded_ipv4` first, so anything else left there is refused.
+_GLOBAL_UNICAST = _net("2000::/3")
+
+_MAPPED = _net("::ffff:0:0/96")  # RFC 4291: the IPv4 address itself, on a dual-stack socket
+_TRANSLATED = _net("::ffff:0:0:0/96")  # RFC 2765 (SIIT)
+_COMPATIBLE = _net("::/96")  # RFC 4291 §2.5.5.1 (deprecated); :: and ::1 are not in it
+_NAT64 = _net("64:ff9b::/96")  # RFC 6052, globally reachable
+_LOCAL_NAT64 = _net("64:ff9b:1::/48")  # RFC 8215, not globally reachable
+_SIX_TO_FOUR = _net("2002::/16")  # RFC 3056
+_TEREDO = _net("2001::/32")  # RFC 4380: client address = complement of the last 32 bits
+
+# A form carrying a PUBLIC IPv4 address is still refused when the form itself is not
+# globally reachable. IPv4-mapped, NAT64 (64:ff9b::/96) and 6to4 wrapping a public address
+# are allowed: they reach that public host (6to4 through public relays, NAT64 through a
+# translator the network operator runs), so refusing them would only break IPv6-only
+# networks. Teredo is refused whatever it carries: 2001::/32 lies in 2001::/23, which is not
+# globally reachable, and the Teredo service is obsolete.
+_FORM_REFUSAL = {
+    "IPv4-compatible": "deprecated IPv4-compatible IPv6",
+    "IPv4-translated": "IPv4-translated IPv6 (RFC 2765)",
+    "local-use NAT64": "local-use NAT64 (RFC 8215)",
+    "Teredo": "Teredo (RFC 4380)",
+}
 
 _NUMERIC_LABEL = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
 _CANONICAL_OCTET = re.compile(r"^(?:0|[1-9][0-9]{0,2})$")
@@ -74,9 +115,11 @@ _QUERY_SAFE = _PATH_SAFE + "?"
 class AddressPolicy:
     """Which IP addresses may be connected to.
 
-    `allow_private` opens loopback/RFC 1918/link-local/CGNAT/ULA (local testing);
+    `allow_private` opens every range that is not globally reachable (loopback, RFC 1918,
+    link-local, CGNAT, ULA, documentation, benchmarking, ...; local testing);
     `allowed_networks` opens only the listed networks (e.g. one internal wiki host).
-    Unspecified, multicast, broadcast and reserved addresses are always refused.
+    Unspecified, multicast, broadcast, reserved and discard-only addresses are always
+    refused, and so is an IPv6 form carrying such an IPv4 address.
     """
 
     allow_private: bool = False
@@ -117,48 +160,61 @@ def _parse_ip(text: str) -> IPAddress | None:
         return None
 
 
+def _article(label: str) -> str:
+    return "an" if label[:1].lower() in "aeiou" else "a"
+
+
 def _classify(ip: IPAddress) -> tuple[str | None, bool]:
     """Return (label, always_refused) for a non-public address, (None, False) for public."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded, form = _embedded_ipv4(ip)
+        if embedded is not None:
+            inner, always = _classify(embedded)
+            if inner is not None:
+                return f"{form} form of {_article(inner)} {inner}", always
+            return _FORM_REFUSAL.get(form), False
     for net, label in _ALWAYS_REFUSED:
         if ip.version == net.version and ip in net:
             return label, True
     for net, label in _PRIVATE:
         if ip.version == net.version and ip in net:
             return label, False
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded, form = _embedded_ipv4(ip)
-        if embedded is not None:
-            inner, always = _classify(embedded)
-            if inner is not None:
-                return f"{form} form of a {inner}", always
-            if form == "IPv4-compatible":
-                return "deprecated IPv4-compatible IPv6", False
-            return None, False
+    if ip.version == 6 and ip not in _GLOBAL_UNICAST:
+        return "reserved IPv6 (outside 2000::/3)", True
     if not ip.is_global:
         return "special-purpose (non-public)", False
     return None, False
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address | None, str]:
-    """The IPv4 address hidden in mapped / compatible / NAT64 / 6to4 forms."""
+    """The IPv4 address hidden in an IPv6 address, and the name of the form hiding it.
+
+    Local-use NAT64 is read with the /96 layout only (RFC 6052 allows others); the whole
+    /48 is refused anyway unless private networks are allowed.
+    """
     low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     if ip in _MAPPED:
         return low32, "IPv4-mapped"
-    if ip in _COMPATIBLE:
+    if ip in _TRANSLATED:
+        return low32, "IPv4-translated"
+    if ip in _COMPATIBLE and int(ip) > 1:
         return low32, "IPv4-compatible"
     if ip in _NAT64:
         return low32, "NAT64"
+    if ip in _LOCAL_NAT64:
+        return low32, "local-use NAT64"
     if ip in _SIX_TO_FOUR:
         return ip.sixtofour, "6to4"
+    if ip in _TEREDO:
+        return ipaddress.IPv4Address(~int(ip) & 0xFFFFFFFF), "Teredo"
     return None, ""
 
 
 def _refuse_address(host: str, ip: str, label: str, *, literal: bool) -> UrlRefusedError:
     where = f"The address {ip}" if literal else f"The host {host} resolves to {ip}, which"
-    article = "an" if label[:1].lower() in "aeiou" else "a"
     return UrlRefusedError(
-        f"{where} is {article} {label} address, so it is refused to protect internal services "
-        f"({PRIVATE_NETWORK_HINT})."
+        f"{where} is {_article(label)} {label} address, so it is refused to protect internal "
+        f"services ({PRIVATE_NETWORK_HINT})."
     )
 
 

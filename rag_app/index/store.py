@@ -17,10 +17,12 @@ its next start. Deletes remove the record first, then the chunks.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from chromadb.api import ClientAPI
 from llama_index.core.schema import BaseNode, TextNode
@@ -79,6 +81,8 @@ class KnowledgeStore:
         self.log = ChangeLog(client, collection_name)
         self.poll_changes = poll_changes
         self._write_lock = threading.RLock()
+        self.write_started: float | None = None  # monotonic start of the write in progress
+        self.stall_exit_sec: float | None = None  # set by an owner process: see _timed_write
         self._sync_lock = threading.Lock()
         self._cursor = Cursor(bm25.cursor)
 
@@ -161,7 +165,7 @@ class KnowledgeStore:
         tokens: dict[str, list[str]] | None = None,
     ) -> int:
         """Make `source` hold exactly `nodes` (embedded); returns how many stale were removed."""
-        with self._write_lock:
+        with self._write_lock, self._timed_write():
             self.log.append([source], "begin")
             before = set(self.chroma.ids_for_source(source)) | set(self.chunk_ids(source))
             if nodes:
@@ -181,7 +185,7 @@ class KnowledgeStore:
 
     def delete_source(self, source: str) -> int:
         """Remove a source's record and chunks; returns the chunk count."""
-        with self._write_lock:
+        with self._write_lock, self._timed_write():
             self.log.append([source], "begin")
             ids = sorted(set(self.chunk_ids(source)) | set(self.chroma.ids_for_source(source)))
             self.chroma.delete_source_record(source)
@@ -190,6 +194,22 @@ class KnowledgeStore:
             self.bm25.delete_source(source, cursor=self._claim_next())
             self.log.append([source], "delete")
             return len(ids)
+
+    @contextlib.contextmanager
+    def _timed_write(self) -> Iterator[None]:
+        """Mark a write in progress. With `stall_exit_sec` (the store service), a write that
+        has not returned by then ends the process: a wedged Chroma call cannot be cancelled
+        and may hold the GIL, so the watchdog is faulthandler's C thread, which needs none.
+        The next command starts a new owner that reopens the store from disk."""
+        self.write_started = time.monotonic()
+        if self.stall_exit_sec:
+            faulthandler.dump_traceback_later(self.stall_exit_sec, exit=True)
+        try:
+            yield
+        finally:
+            if self.stall_exit_sec:
+                faulthandler.cancel_dump_traceback_later()
+            self.write_started = None
 
     def _claim_next(self) -> dict[str, object]:
         """The cursor once this write's closing entry is in: saved with the BM25 change,

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 
 import fugashi
 
+from rag_app.limits import TOKENIZER_PIECE_CHARS
+
 # Bump when the rules change: stored token ids are then re-derived from text.
 TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v1"
 
@@ -86,6 +88,27 @@ def _content_term(surface: str, feature_raw: str) -> str | None:
     return term
 
 
+_BREAKS = ("\n", "。", ". ", " ", "、")
+
+
+def pieces(text: str, size: int = TOKENIZER_PIECE_CHARS) -> list[str]:
+    """`text` cut into pieces of at most `size` characters, at a line, sentence or word
+    break near the end of each piece where there is one. MeCab is never handed more:
+    very long inputs crash it natively."""
+    out: list[str] = []
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        window = text[end - size // 10 : end]
+        cut = max(window.rfind(b) + len(b) for b in _BREAKS)
+        if cut > 0:
+            end = end - size // 10 + cut
+        out.append(text[start:end])
+        start = end
+    out.append(text[start:])
+    return out
+
+
 class JapaneseTokenizer:
     """Callable text → list of index terms; one MeCab tagger, guarded by a lock."""
 
@@ -102,7 +125,11 @@ class JapaneseTokenizer:
         if not norm.strip():
             return []
         with self._lock:
-            morphemes = [(node.surface, node.feature_raw) for node in self._tagger(norm)]
+            morphemes = [
+                (node.surface, node.feature_raw)
+                for piece in pieces(norm)
+                for node in self._tagger(piece)
+            ]
         stop = self._stop_words
         tokens: list[str] = []
         whole: set[str] = set()

@@ -28,7 +28,7 @@ from filelock import FileLock, Timeout
 
 from rag_app.config import RAGSettings
 from rag_app.errors import ServiceError
-from rag_app.owner_lock import LOCK_NAME, read_info, state_dirs
+from rag_app.owner_lock import LOCK_NAME, prepare_dirs, read_info, state_dirs
 from rag_app.service import protocol
 
 SPAWN_LOCK = ".rag-spawn.lock"
@@ -152,15 +152,13 @@ def _spawn(settings: RAGSettings, primary: Path) -> subprocess.Popen[bytes] | No
 
 async def find_owner(settings: RAGSettings) -> dict[str, Any]:
     """The ready owner's published details, starting an owner if there is none."""
-    dirs = state_dirs(settings)
+    dirs = prepare_dirs(settings)
     if not dirs:
         raise ServiceError(
             "This configuration keeps no store on disk (CHROMA_HOST without BM25_PERSIST_DIR); "
             "set BM25_PERSIST_DIR so processes can share the store."
         )
     primary = dirs[0]
-    for d in dirs:
-        d.mkdir(parents=True, exist_ok=True)
     mine = protocol.fingerprint(settings)
     deadline = time.monotonic() + settings.rag_service_start_timeout_sec
     proc: subprocess.Popen[bytes] | None = None

@@ -18,10 +18,16 @@ API = "/v1"
 TOKEN_HEADER = "Authorization"
 PROTOCOL_VERSION = 1
 
-_SECRETS = ("openai_api_key", "google_safe_browsing_api_key")
+_SECRETS = ("openai_api_key", "google_safe_browsing_api_key", "rag_mcp_token")
 # Shape one query or one client only: never a reason to restart the owner.
 _CLIENT_ONLY = frozenset(
-    {*RETRIEVAL_SETTINGS, "rag_service_idle_sec", "rag_service_start_timeout_sec"}
+    {
+        *RETRIEVAL_SETTINGS,
+        "rag_service_idle_sec",
+        "rag_service_start_timeout_sec",
+        "rag_mcp_token",
+        "rag_mcp_allowed_hosts",
+    }
 )
 
 

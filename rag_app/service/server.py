@@ -104,15 +104,23 @@ class StoreService:
             logger.error("The store could not be opened: %s", err)
             code = 1
         finally:
-            watcher.cancel()
             await self._drain()
+            watcher.cancel()
             lock.clear_info()
             await runner.cleanup()
-            if self.kb is not None:
+            wedged = self._write_in_progress()
+            if self.kb is not None and not wedged:
                 await self.kb.aclose()
             lock.release()
             logger.info("Store service %d stopped.", os.getpid())
+            if wedged:  # a thread stuck in a store call would keep the process alive
+                logging.shutdown()
+                os._exit(75)
         return code
+
+    def _write_in_progress(self) -> bool:
+        store = getattr(self.kb, "_store", None) if self.kb is not None else None
+        return getattr(store, "write_started", None) is not None
 
     async def _open(self) -> None:
         def build() -> Any:
@@ -128,11 +136,13 @@ class StoreService:
             self.ready.set()
             raise
         self.kb = kb
+        kb.store.stall_exit_sec = self.settings.rag_store_stall_sec
         gc.collect()
         gc.freeze()  # the loaded index is long-lived: keep the cyclic GC from rescanning it
         self.ready.set()
 
     async def _idle_watch(self) -> None:
+        """Stop after RAG_SERVICE_IDLE_SEC without requests (0 = never)."""
         idle = self.settings.rag_service_idle_sec
         while idle > 0:
             await asyncio.sleep(min(5.0, idle))

@@ -1,0 +1,113 @@
+"""Storage faults: the Chroma server goes down and comes back; the disk fills up.
+
+Each ends in one sentence that names the fix, keeps what was stored, leaves no
+orphan source record, and the store works again as soon as the cause is gone.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.processes import RAG, full_env, rag, rag_json, store_env, write_notes
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_chroma(data: Path, port: int) -> subprocess.Popen[bytes]:
+    exe = Path(sys.executable).parent / "chroma"
+    proc = subprocess.Popen(
+        [str(exe), "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
+            return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("chroma server did not start") from None
+            time.sleep(0.2)
+
+
+def test_chroma_server_down_then_back(tmp_path: Path) -> None:
+    port = _free_port()
+    server = _start_chroma(tmp_path / "server", port)
+    env = store_env(tmp_path, CHROMA_HOST="127.0.0.1", CHROMA_PORT=str(port))
+    try:
+        notes = write_notes(tmp_path / "notes", "kappa", 2)
+        assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        down = rag(env, "search", "kappa1tok0")
+        assert down.returncode == 1
+        line = down.stderr.strip()
+        assert len(line.splitlines()) == 1, line
+        assert "Chroma server at 127.0.0.1" in line and "CHROMA_HOST" in line, line
+        server = _start_chroma(tmp_path / "server", port)  # the same data comes back
+        found = rag_json(env, "search", "kappa1tok0")
+        assert notes[1].as_uri() in {h["source_url"] for h in found["hits"]}
+        assert rag_json(env, "check")["ok"]
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_a_full_disk_is_one_sentence_and_loses_nothing(tmp_path: Path) -> None:
+    env = store_env(tmp_path, RAG_STORE_STALL_SEC="10")
+    write_notes(tmp_path / "base", "lam", 3)
+    assert rag(env, "index", str(tmp_path / "base")).returncode == 0
+    before = rag_json(env, "stats")
+    assert rag(env, "service", "stop").returncode == 0
+    sqlite = tmp_path / "chroma_db" / "chroma.sqlite3"
+    limit = sqlite.stat().st_size + 64 * 1024  # the next write past this size fails
+    launcher = (
+        "import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
+        f"os.execv({RAG!r}, [{RAG!r}, 'service', 'run'])"
+    )
+    owner = subprocess.Popen(
+        [sys.executable, "-c", launcher],
+        env=full_env(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(300):
+            if rag(env, "service", "status").stdout.startswith("ready"):
+                break
+            time.sleep(0.1)
+        write_notes(tmp_path / "big", "mu", 30, words=8)
+        full = rag(env, "index", str(tmp_path / "big"))
+        assert full.returncode != 0
+        errors = [ln for ln in full.stderr.splitlines() if "error" in ln]
+        assert errors, full.stderr
+        for line in errors:  # each one sentence naming the cause or what to do
+            assert "disk" in line or "Run the command again" in line, line
+    finally:
+        owner.terminate()
+        owner.wait(timeout=30)
+    during = rag_json(env, "stats")  # a new owner without the limit: nothing was lost
+    assert set(before["sources"]) <= set(during["sources"])
+    # space again (a service without the limit): the same command now works
+    again = rag(env, "index", str(tmp_path / "big"))
+    assert again.returncode == 0, again.stderr
+    report = rag_json(env, "check")
+    assert report["ok"] and not report["orphan_records"], report
+    stats = rag_json(env, "stats")
+    assert len(stats["sources"]) == 33 and stats["total_chunks"] == stats["bm25_documents"]
