@@ -8,7 +8,6 @@ search is answered while a crawl runs.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -85,13 +84,10 @@ def _require_url(url: str) -> str:
 
 
 def _require_pattern(pattern: str) -> str:
-    try:
-        re.compile(pattern)
-    except re.error as err:
-        raise ToolInputError(
-            f"The pattern {pattern!r} is not a valid regular expression ({err}); "
-            "fix it or leave it empty to crawl every same-site link."
-        ) from None
+    """The crawler's own check (linear-time RE2 engine), before any page is fetched."""
+    from rag_app.crawl.links import compile_pattern
+
+    compile_pattern(pattern)  # raises a one-sentence InvalidPatternError
     return pattern
 
 

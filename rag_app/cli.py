@@ -22,6 +22,8 @@ from rag_app.results import SEARCH_MODES, Hit, RetrievalResult
 KnowledgeBase = Any  # a StoreClient (or an in-process KnowledgeBase): the same methods
 
 PREVIEW_CHARS = 80
+# Exit codes: 0 ok, 1 error, 2 usage, 3 partial failure (some files or pages failed), 130 Ctrl-C
+EXIT_PARTIAL = 3
 
 
 def _progress_bar(desc: str, unit: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
@@ -105,7 +107,7 @@ async def _cmd_index(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     )
     for path, reason in summary.errors:
         print(f"  error: {path}: {reason}", file=sys.stderr)
-    return 1 if summary.errors else 0
+    return EXIT_PARTIAL if summary.errors else 0
 
 
 async def _cmd_add(kb: KnowledgeBase, args: argparse.Namespace) -> int:
@@ -142,7 +144,7 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         print(f"  unchanged (not re-embedded): {summary.unchanged}")
     for detail in summary.error_details:
         print(f"  error: {detail['url']}: {detail['reason']}", file=sys.stderr)
-    return 0
+    return EXIT_PARTIAL if summary.errors else 0
 
 
 async def _cmd_search(kb: KnowledgeBase, args: argparse.Namespace) -> int:
@@ -195,7 +197,8 @@ async def _cmd_check(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         print(
             f"{state}: chunks={report.chunks} bm25={report.bm25_documents} "
             f"missing_in_bm25={report.missing_in_bm25} extra_in_bm25={report.extra_in_bm25} "
-            f"orphan_records={len(report.orphan_records)}"
+            f"orphan_records={len(report.orphan_records)} "
+            f"unfindable_by_vector={report.unfindable_by_vector}/{report.vector_checked}"
         )
     return 0 if report.ok or report.repaired else 1
 

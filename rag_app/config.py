@@ -57,6 +57,7 @@ class RAGSettings(BaseSettings):
     rag_chunk_size: int = Field(200, ge=20, le=8000)
     rag_chunk_overlap: int = Field(30, ge=0, le=7999)
     rag_parse_timeout_sec: float = Field(30.0, gt=0, le=3600)
+    rag_max_chunks_per_source: int = Field(1000, ge=1, le=1_000_000)
 
     # Retrieval
     rag_retrieval_count: int = Field(3, ge=1, le=100)

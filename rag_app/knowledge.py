@@ -41,7 +41,7 @@ from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, Search
 from rag_app.index.store import KnowledgeStore, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
-from rag_app.limits import MAX_QUERY_CHARS, MAX_SOURCE_CHARS
+from rag_app.limits import MAX_QUERY_CHARS, MAX_SOURCE_CHARS, MAX_TITLE_CHARS, shorten
 from rag_app.local_files import read_local_document, scan_dir
 from rag_app.owner_lock import StoreOwnerLock
 from rag_app.parsing.router import StructuredNodeParser
@@ -276,6 +276,7 @@ class KnowledgeBase:
         Same content hash as last time → nothing is parsed or embedded.
         """
         await self.open()
+        title = shorten(title, MAX_TITLE_CHARS)
         digest = content_hash(title, text)
         old = await asyncio.to_thread(self.store.get_source, source)
         if old is not None and old.content_hash == digest:
@@ -344,6 +345,12 @@ class KnowledgeBase:
             ) from None
         except RecursionError:
             raise RAGError(f"{doc.doc_id} is nested too deeply to chunk; it was skipped.") from None
+        cap = self.settings.rag_max_chunks_per_source
+        if len(nodes) > cap:
+            raise RAGError(
+                f"{doc.doc_id} makes {len(nodes):,} chunks, more than RAG_MAX_CHUNKS_PER_SOURCE "
+                f"({cap:,}), so it was skipped; raise the setting to index it."
+            )
         return list(nodes)
 
     @_storage_guard

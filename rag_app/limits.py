@@ -7,3 +7,15 @@ MAX_URL_CHARS = 2048  # a URL to add or crawl
 MAX_PATTERN_CHARS = 500  # a crawl URL pattern (regular expression)
 MAX_SOURCE_CHARS = 4096  # a source URL or file path to delete
 TOKENIZER_PIECE_CHARS = 20_000  # MeCab is fed text in pieces no longer than this
+MAX_TITLE_CHARS = 200  # a page title, as prefixed to every chunk of the page
+MAX_HEADING_CHARS = 200  # one heading
+MAX_PATH_CHARS = 500  # a whole heading path (breadcrumb)
+MAX_CHUNKS_PER_SOURCE_DEFAULT = 1000  # RAG_MAX_CHUNKS_PER_SOURCE
+ELLIPSIS = "…"
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, ending in `…` when it was cut."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 0)].rstrip() + ELLIPSIS

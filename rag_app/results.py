@@ -203,6 +203,8 @@ class CheckReport:
     extra_in_bm25: int = 0
     orphan_records: list[str] = field(default_factory=list)
     repaired: bool = False
+    vector_checked: int = 0
+    unfindable_by_vector: int = 0  # chunks their own embedding does not find (top 10)
 
     @property
     def ok(self) -> bool:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import codecs
+import time
 
-from rag_app.crawl.charset import codec_for, decode_body, meta_charset
+import pytest
+
+from rag_app.crawl.charset import binary_kind, codec_for, decode_body, meta_charset
 
 JAPANESE = "りゅうおうの攻撃力は100です。スライムは弱い。"
 
@@ -65,3 +68,99 @@ def test_meta_charset_reads_only_the_first_4kb() -> None:
 def test_meta_cannot_declare_utf16() -> None:
     text, codec = decode_body(f'<meta charset="utf-16"><p>{JAPANESE}'.encode(), None, is_html=True)
     assert JAPANESE in text and codec == "utf-8"
+
+
+FRENCH = "Le cœur a ses raisons que la raison ne connaît point. À bientôt, garçon!"
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "x-unknown-123",
+        "utf-7",
+        "UTF-7",
+        "base64",
+        "zlib",
+        "rot13",
+        "undefined",
+        "punycode",
+        "idna",
+        "unicode_escape",
+        "utf-32",
+        "ｕｔｆ-８",
+        "utf-8\x00",
+        "x" * 10_000,
+        "",
+    ],
+)
+def test_bogus_or_unsafe_labels_are_ignored(label: str) -> None:
+    assert codec_for(label) is None
+    # Declared in the HTTP header: detection decides, nothing raises.
+    body = FRENCH.encode("cp1252")
+    assert decode_body(body, label, is_html=False) == (FRENCH, "cp1252")
+
+
+@pytest.mark.parametrize("label", ["x-unknown-123", "utf-7", "base64", "undefined", "x" * 100])
+def test_bogus_meta_charset_falls_back_to_detection(label: str) -> None:
+    body = f'<meta charset="{label}"><p>{FRENCH}</p>'.encode("cp1252")
+    text, codec = decode_body(body, None, is_html=True)
+    assert FRENCH in text and codec == "cp1252"
+
+
+def test_utf7_is_never_used() -> None:
+    text, codec = decode_body(b"+ADw-script+AD4-alert(1)", "utf-7", is_html=True)
+    assert (text, codec) == ("+ADw-script+AD4-alert(1)", "utf-8")
+
+
+def test_web_labels_still_work() -> None:
+    assert codec_for("l1") == "cp1252"  # every Latin-1 label decodes as windows-1252
+    assert codec_for("UTF8") == "utf-8"
+    assert codec_for("koi8-r") == "koi8-r"
+    assert codec_for("gb2312") == "gb2312"
+    assert codec_for("ISO-2022-JP") == "iso2022_jp"
+    assert codec_for("utf-16le") == "utf-16-le"
+
+
+def test_undeclared_non_japanese_text_is_detected() -> None:
+    assert decode_body(FRENCH.encode("cp1252"), None, is_html=False) == (FRENCH, "cp1252")
+    russian = "Съешь же ещё этих мягких французских булок, да выпей чаю."
+    text, codec = decode_body(russian.encode("koi8_r"), None, is_html=False)
+    assert (text, codec) == (russian, "koi8-r")
+
+
+def test_detection_reads_a_bounded_prefix() -> None:
+    body = (FRENCH + "\n").encode("cp1252") * 40_000  # 3 MB
+    started = time.perf_counter()
+    text, codec = decode_body(body, "bogus", is_html=False)
+    assert codec == "cp1252" and text.startswith(FRENCH)
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        (b"%PDF-1.4 rest", "a PDF document"),
+        (b"PK\x03\x04rest", "a ZIP archive"),
+        (b"PK\x05\x06" + b"\x00" * 18, "a ZIP archive"),
+        (b"\x89PNG\r\n\x1a\nrest", "a PNG image"),
+        (b"\xff\xd8\xff\xe0rest", "a JPEG image"),
+        (b"GIF87arest", "a GIF image"),
+        (b"GIF89arest", "a GIF image"),
+        (b"\x1f\x8b\x08rest", "gzip-compressed data"),
+        (b"<html>\x00</html>", "binary data (NUL bytes)"),
+        (b"x" * 1023 + b"\x00", "binary data (NUL bytes)"),
+    ],
+)
+def test_binary_kinds(body: bytes, kind: str) -> None:
+    assert binary_kind(body) == kind
+
+
+def test_text_is_not_binary() -> None:
+    assert binary_kind(f"<p>{JAPANESE}</p>".encode()) is None
+    assert binary_kind(f"<p>{JAPANESE}</p>".encode("cp932")) is None
+    assert binary_kind(b"x" * 1024 + b"\x00") is None  # only the first KB is sniffed
+    assert binary_kind(b"") is None
+    utf16 = f"<p>{JAPANESE}</p>".encode("utf-16")  # with a BOM
+    assert binary_kind(utf16) is None
+    assert binary_kind(f"<p>{JAPANESE}</p>".encode("utf-16-le"), "utf-16le") is None
+    assert binary_kind(f"<p>{JAPANESE}</p>".encode("utf-16-le"), "x-bogus") is not None

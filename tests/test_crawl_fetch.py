@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
+from typing import Any
 
 import pytest
 from aiohttp import web
 from test_crawl_site_helper import LocalSite, crawl_settings
 
+from rag_app.crawl import crawler as crawler_module
 from rag_app.crawl.crawler import WebCrawler
 from rag_app.crawl.exceptions import (
+    BinaryContentError,
     CrawlTimeoutError,
     HttpStatusError,
     InvalidPatternError,
@@ -377,3 +382,120 @@ async def test_concurrency_cap(site: LocalSite) -> None:
         results = await crawler.crawl_pages([site.url(f"/c{n}") for n in range(6)])
     assert all(r.ok for r in results)
     assert peak == 2
+
+
+# -- hostile bodies ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj", "a PDF document"),
+        (b"PK\x03\x04\x14\x00\x00\x00", "a ZIP archive"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "a PNG image"),
+        (b"<html>" + b"\x00" * 10 + b"</html>", "binary data (NUL bytes)"),
+    ],
+)
+async def test_binary_body_served_as_html_is_refused(
+    site: LocalSite, crawler: WebCrawler, body: bytes, kind: str
+) -> None:
+    site.page("/fake.html", body, content_type="text/html")
+    with pytest.raises(BinaryContentError) as caught:
+        await crawler.crawl_page(site.url("/fake.html"))
+    message = str(caught.value)
+    assert message == (
+        f"The page {site.url('/fake.html')} is served as text/html but its body is {kind}; "
+        "only HTML, XHTML, plain text and Markdown pages can be ingested."
+    )
+    assert isinstance(caught.value, CrawlError) and caught.value.status is None
+
+
+async def test_binary_index_page_is_refused(site: LocalSite, crawler: WebCrawler) -> None:
+    site.page("/index.bin", b"\x1f\x8b\x08\x00gzip", content_type="text/html")
+    with pytest.raises(BinaryContentError, match="gzip-compressed data"):
+        await crawler.crawl_index(site.url("/index.bin"))
+
+
+async def test_binary_page_among_others_is_one_line_error(site: LocalSite) -> None:
+    site.page("/ok", "<p>本文</p>")
+    site.page("/bin", b"GIF89a\x01\x00\x01\x00", content_type="text/plain")
+    async with WebCrawler(crawl_settings()) as crawler:
+        ok, binary = await crawler.crawl_pages([site.url("/ok"), site.url("/bin")])
+    assert ok.ok and binary.error is not None
+    assert "\n" not in binary.error and "a GIF image" in binary.error
+
+
+async def test_utf16_page_with_declared_charset_is_not_binary(
+    site: LocalSite, crawler: WebCrawler
+) -> None:
+    site.page(
+        "/u16", "<p>本文です</p>".encode("utf-16-le"), content_type="text/html; charset=utf-16le"
+    )
+    page = await fetch_page(crawler, site.url("/u16"))
+    assert page.text == "本文です"
+
+
+@pytest.mark.parametrize("charset", ["x-unknown-123", "utf-7", "base64", "undefined", "a" * 300])
+async def test_bogus_declared_charset_falls_back_to_detection(
+    site: LocalSite, crawler: WebCrawler, charset: str
+) -> None:
+    site.route("/c", _with_charset("<p>Café crème brûlée à la française</p>", "cp1252", charset))
+    page = await fetch_page(crawler, site.url("/c"))
+    assert (page.text, page.encoding) == ("Café crème brûlée à la française", "cp1252")
+
+
+def _with_charset(text: str, codec: str, charset: str) -> Callable[[web.Request], Awaitable[Any]]:
+    body = text.encode(codec)
+
+    async def handler(_request: web.Request) -> web.StreamResponse:
+        return web.Response(body=body, headers={"Content-Type": f"text/html; charset={charset}"})
+
+    return handler
+
+
+async def test_huge_title_is_capped(site: LocalSite, crawler: WebCrawler) -> None:
+    site.page("/t", f"<title>{'長い題名' * 25_000}</title><p>本文</p>")
+    page = await fetch_page(crawler, site.url("/t"))
+    assert len(page.title) == 200 and page.title.endswith("…")
+    assert page.text == "本文"
+
+
+async def test_html_is_parsed_off_the_event_loop(
+    site: LocalSite, crawler: WebCrawler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[int] = []
+    real = crawler_module.html_to_text
+
+    def recording(html: str) -> Any:
+        threads.append(threading.get_ident())
+        return real(html)
+
+    monkeypatch.setattr(crawler_module, "html_to_text", recording)
+    await fetch_page(crawler, site.url("/prose_only.html"))
+    assert threads and threads[0] != threading.get_ident()
+
+
+async def test_a_huge_one_line_table_does_not_stall_the_loop(site: LocalSite) -> None:
+    row = "<tr><td>りゅうおう</td><td>90</td><td>75</td><td>100</td></tr>"
+    site.page("/big", "<table>" + row * 12_000 + "</table>")  # ~0.7 MB, one line
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    async with WebCrawler(crawl_settings(rag_max_page_bytes=5 * 1024 * 1024)) as crawler:
+        tick = asyncio.create_task(ticker())
+        started = time.perf_counter()
+        page = await fetch_page(crawler, site.url("/big"))
+        took = time.perf_counter() - started
+        done.set()
+        await tick
+    assert page.text.count("| りゅうおう |") == 12_000
+    # The loop kept ticking while the page was parsed (it took ~1 s or more).
+    assert max(gaps) < max(0.5, took / 2), (max(gaps), took)

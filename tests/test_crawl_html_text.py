@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from test_crawl_site_helper import FIXTURE_PAGES
@@ -181,3 +182,60 @@ def test_bad_patterns_are_clear_errors(pattern: str) -> None:
         compile_pattern(pattern)
     assert isinstance(caught.value, ValueError)
     assert re.search(r"pattern", str(caught.value))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "feature"),
+    [(r"(a)\1", r"invalid escape sequence: \1"), (r"foo(?=bar)", "invalid perl operator: (?=")],
+)
+def test_patterns_re2_cannot_run_get_one_line(pattern: str, feature: str) -> None:
+    with pytest.raises(InvalidPatternError) as caught:
+        compile_pattern(pattern)
+    message = str(caught.value)
+    assert "\n" not in message and feature in message
+    assert message.startswith("The URL pattern uses something the linear-time RE2 engine")
+
+
+def test_re2_patterns_filter_like_re_search() -> None:
+    pattern = compile_pattern(r"(?i)/TABLE_\w+\.html$")
+    assert pattern is not None
+    assert pattern.search("http://site.test/table_numeric.html")
+    assert not pattern.search("http://site.test/table_numeric.html?x=1")
+
+
+def test_catastrophic_pattern_is_linear() -> None:
+    pattern = compile_pattern(r"(a+)+$")
+    assert pattern is not None
+    started = time.perf_counter()
+    assert not pattern.search("a" * 50_000 + "b")
+    assert time.perf_counter() - started < 1
+
+
+# -- hostile pages -----------------------------------------------------------------------------
+
+
+def test_huge_title_is_capped() -> None:
+    page = html_to_text(f"<title>{'x' * 100_000}</title><p>本文</p>")
+    assert page.title == "x" * 199 + "…"
+    assert html_to_text(f"<h1>{'題' * 100_000}</h1>").title == "題" * 199 + "…"
+    assert markdown_title("# " + "y" * 100_000) == "y" * 199 + "…"
+
+
+def test_markdown_title_skips_empty_headings() -> None:
+    assert markdown_title("# \n#  ##\n## 本当の題 #") == "本当の題"
+    assert markdown_title("####### seven\n#no-space") == ""
+
+
+def test_unclosed_rows_and_cells_are_not_repeated() -> None:
+    # html.parser nests unclosed <tr>/<td> in one another; each row keeps its own text.
+    page = html_to_text(
+        "<table><tr><th>名前<th>HP<tr><td>スライム<td>8<tr><td>ドラキー<td>12</table>"
+    )
+    assert page.text == "| 名前 | HP |\n| --- | --- |\n| スライム | 8 |\n| ドラキー | 12 |"
+
+
+def test_unclosed_definitions_are_not_repeated() -> None:
+    page = html_to_text("<dl><dt>HP<dd>体力<dt>MP<dd>魔力</dl>")
+    assert page.text == "HP: 体力\nMP: 魔力"
+    nested = html_to_text("<dl><dt>a<dd>b<dl><dt>c</dt><dd>d</dd></dl></dd></dl>")
+    assert nested.text == "a: b c d"

@@ -5,11 +5,15 @@ from __future__ import annotations
 from llama_index.core import Document
 from llama_index.core.schema import MetadataMode
 
+from rag_app.parsing.chunk import MAX_HEADING_CHARS, MAX_PATH_CHARS, shorten
 from rag_app.parsing.content_type import ContentType
 from rag_app.parsing.headings import (
     HeadingNodeParser,
+    atx_heading,
     chunk_by_headings,
+    normalize_headings,
     split_sections,
+    strip_tags,
 )
 from rag_app.parsing.prose import split_prose
 
@@ -199,3 +203,45 @@ def test_heading_node_parser_nodes() -> None:
 def test_heading_node_parser_defaults_follow_spec() -> None:
     parser = HeadingNodeParser()
     assert (parser.max_chunk_size, parser.chunk_overlap) == (500, 50)
+
+
+def test_huge_headings_and_paths_are_capped() -> None:
+    huge = "見" * 100_000
+    text = "".join(f"{'#' * level} {huge}{level}\n本文{level}。\n" for level in range(1, 7))
+    sections = split_sections(text)
+    assert all(len(s.heading) == MAX_HEADING_CHARS for s in sections)
+    assert sections[0].heading == "見" * 199 + "…"
+    assert len(sections[-1].heading_path) == MAX_PATH_CHARS
+    chunks = chunk_by_headings(text, 500, 50)
+    assert all(len(c.text) <= 500 and len(c.heading_path) <= MAX_PATH_CHARS for c in chunks)
+    assert all(len(str(c.extra["parent_headings"])) <= MAX_PATH_CHARS for c in chunks)
+
+
+def test_huge_html_heading_is_capped() -> None:
+    (section,) = split_sections(f"<h2>{'x' * 100_000}</h2>\n本文")
+    assert section.heading == "x" * 199 + "…" and section.body == "本文"
+
+
+def test_shorten_cuts_on_a_character_and_marks_the_cut() -> None:
+    assert shorten("りゅうおう", 5) == "りゅうおう"
+    assert shorten("りゅうおうの城", 5) == "りゅうお…"
+    assert shorten("ab cd", 4) == "ab…"  # no dangling space before the mark
+
+
+def test_html_headings_without_closing_tags_stay_text() -> None:
+    preamble, section = split_sections("<h1>" * 20_000 + "<h2>ok</h2>")
+    assert preamble.body == "<h1>" * 20_000
+    assert (section.heading, section.level) == ("ok", 2)
+    assert normalize_headings("<h3 class='a'>A &amp; <b>B</b></H3 >x") == "\n### A & B\nx"
+    assert normalize_headings("<h1>a</h2>") == "<h1>a</h2>"
+    assert strip_tags("a<b>c<>d<e") == "a c<>d<e"
+
+
+def test_atx_heading_shapes() -> None:
+    assert atx_heading("## Title ##  ") == (2, "Title")
+    assert atx_heading("   # x") == (1, "x")
+    assert atx_heading("    # code") is None
+    assert atx_heading("#hashtag") is None
+    assert atx_heading("####### seven") is None
+    assert atx_heading("# C# #") == (1, "C#")
+    assert atx_heading("# #") == (1, "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 import chromadb
 import pytest
@@ -244,3 +245,15 @@ def test_random_documents_keep_the_invariants(seed: int) -> None:
             if chunk.content_type.value != "table":
                 assert len(chunk.text) <= size, repr(text)
         assert chunks == structured_chunks(text, size, overlap)
+
+
+def test_huge_document_title_is_capped_on_every_node() -> None:
+    doc = Document(text=JA_PAGE, metadata={**META, "title": "題" * 100_000})
+    nodes = StructuredNodeParser().get_nodes_from_documents([doc])
+    assert nodes and all(n.metadata["title"] == "題" * 199 + "…" for n in nodes)
+
+
+def test_many_prose_paragraphs_are_joined_in_linear_time() -> None:
+    started = time.perf_counter()
+    chunks = structured_chunks("段落。\n\n" * 60_000)  # ~600 KB of tiny paragraphs
+    assert len(chunks) > 1000 and time.perf_counter() - started < 10

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from llama_index.core import Document
 from llama_index.core.schema import MetadataMode
 
+from rag_app.parsing.chunk import MAX_HEADING_CHARS, MAX_PATH_CHARS
 from rag_app.parsing.content_type import ContentType
 from rag_app.parsing.tables import TableNodeParser, chunk_table_data, find_tables, row_texts
 
@@ -169,3 +172,32 @@ def test_table_node_parser_nodes() -> None:
         "heading_level": 2,
     }
     assert set(nodes[0].excluded_llm_metadata_keys) == set(nodes[0].metadata)
+
+
+def test_huge_header_names_and_first_cell_do_not_multiply() -> None:
+    huge = "列" * 100_000
+    lines = ["| 名前 | " + huge + " |", "|---|---|", *[f"| 敵{i} | {i} |" for i in range(50)]]
+    chunks = chunk_table_data("\n".join(lines))
+    assert len(chunks) == 50
+    assert all(len(c.text) < MAX_HEADING_CHARS + 20 for c in chunks)
+    assert chunks[0].text == f"名前: 敵0\n{'列' * 199}…: 0"
+    assert all(len(str(c.extra["table_header"])) <= MAX_PATH_CHARS for c in chunks)
+
+
+def test_later_pieces_of_a_long_row_repeat_a_capped_first_cell() -> None:
+    header = ["名前", *[f"能力{i}" for i in range(500)]]
+    cells = ["竜" * 100_000, *[str(i) for i in range(500)]]
+    texts = row_texts(header, cells, "", chunk_size=200)
+    assert texts[0].startswith(f"名前: {'竜' * 100_000}\n")  # the whole cell, once
+    assert all(t.startswith(f"名前: {'竜' * 195}…\n") for t in texts[1:])
+    # Before the cap every piece repeated all 100,000 characters (50 MB for this row).
+    assert sum(map(len, texts[1:])) < 500 * (MAX_HEADING_CHARS + 20)
+
+
+def test_runs_of_sentence_columns_are_rejected_in_linear_time() -> None:
+    block = (
+        "a  b  c\nThis is one.  Here is two.  And three.\nThis is one.  Here is two.  And three.\n"
+    )
+    started = time.perf_counter()
+    assert find_tables((block * 3_000).split("\n")) == []  # ~260 KB, 9,000 lines
+    assert time.perf_counter() - started < 2

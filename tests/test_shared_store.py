@@ -176,6 +176,8 @@ def test_kill_9_at_random_moments_loses_nothing_reported_committed(tmp_path: Pat
     assert victims.count("client") >= 3, victims
     final = rag(env, "index", str(folder))
     assert final.returncode == 0, final.stderr
+    report = rag_json(env, "check")  # every chunk is still found by its own embedding
+    assert report["vector_checked"] == report["chunks"] and report["unfindable_by_vector"] == 0
     stats = rag_json(env, "stats")
     assert {p.as_uri() for p in folder.glob("*.md")} <= set(stats["sources"])
 

@@ -2,6 +2,7 @@
 
 from rag_app.crawl.crawler import WebCrawler
 from rag_app.crawl.exceptions import (
+    BinaryContentError,
     CrawlTimeoutError,
     HttpStatusError,
     InvalidPatternError,
@@ -16,6 +17,7 @@ from rag_app.crawl.url_safety import AddressPolicy, resolve_and_check, validate_
 
 __all__ = [
     "AddressPolicy",
+    "BinaryContentError",
     "CrawlTimeoutError",
     "CrawledPage",
     "HttpStatusError",

@@ -20,8 +20,9 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import aiohttp
 
 from rag_app.config import RAGSettings
-from rag_app.crawl.charset import decode_body
+from rag_app.crawl.charset import binary_kind, decode_body
 from rag_app.crawl.exceptions import (
+    BinaryContentError,
     CrawlTimeoutError,
     HttpStatusError,
     RedirectNotFollowedError,
@@ -29,8 +30,8 @@ from rag_app.crawl.exceptions import (
     status_phrase,
 )
 from rag_app.crawl.fetcher import ACCEPT_HEADER, HTML_TYPES, PAGE_TYPES, HttpFetcher, RawResponse
-from rag_app.crawl.html_text import html_to_text, markdown_title
-from rag_app.crawl.links import compile_pattern, select_links
+from rag_app.crawl.html_text import cap_title, html_to_text, markdown_title
+from rag_app.crawl.links import UrlPattern, compile_pattern, select_links
 from rag_app.crawl.pages import (
     CrawledPage,
     IndexLinks,
@@ -185,13 +186,16 @@ class WebCrawler:
             )
         if response.status >= 400:
             raise HttpStatusError(requested, response.status, response.reason)
-        return self._build_page(requested, response)
+        # Decoding and HTML → text are CPU-bound (seconds for a 5 MB page): keep them off
+        # the event loop so other requests and searches go on meanwhile.
+        return await asyncio.to_thread(self._build_page, requested, response)
 
     async def crawl_index(
         self, url: str, pattern: str = "", *, max_pages: int | None = None
     ) -> IndexLinks:
         """Links of an index page (depth 1, same host, fragments removed, de-duplicated,
-        `re.search(pattern)` filtered, capped) plus counts of what was skipped."""
+        filtered by `pattern` (RE2 syntax, `re.search` semantics), capped) plus counts of
+        what was skipped."""
         compiled = compile_pattern(pattern)
         requested = self.validate_url(url)
         response = await self._get(
@@ -199,16 +203,12 @@ class WebCrawler:
         )
         if response.status >= 300:
             raise HttpStatusError(requested, response.status, response.reason)
-        html = ""
-        if response.content_type in HTML_TYPES:
-            html, _codec = decode_body(response.body, response.charset, is_html=True)
-        links = select_links(
-            html,
-            response.url,
-            pattern=compiled,
-            max_pages=max_pages or self._settings.rag_max_crawl_pages,
-            policy=self._policy,
-            exclude=(requested,),
+        links = await asyncio.to_thread(
+            self._index_links,
+            requested,
+            response,
+            compiled,
+            max_pages or self._settings.rag_max_crawl_pages,
         )
         log.info(
             "Index %s: %d links (%d external skipped, %d filtered out, %d over the cap)",
@@ -308,8 +308,31 @@ class WebCrawler:
         with contextlib.suppress(UrlRefusedError):
             await self._safe_browsing.check_many(urls)
 
+    def _index_links(
+        self, url: str, response: RawResponse, pattern: UrlPattern | None, max_pages: int
+    ) -> IndexLinks:
+        """The links of a fetched index page (runs in a worker thread: parsing is CPU-bound)."""
+        html = ""
+        if response.content_type in HTML_TYPES:
+            kind = binary_kind(response.body, response.charset)
+            if kind is not None:
+                raise BinaryContentError.for_page(url, response.content_type, kind)
+            html, _codec = decode_body(response.body, response.charset, is_html=True)
+        return select_links(
+            html,
+            response.url,
+            pattern=pattern,
+            max_pages=max_pages,
+            policy=self._policy,
+            exclude=(url,),
+        )
+
     def _build_page(self, url: str, response: RawResponse) -> CrawledPage:
+        """Decode and extract a fetched page (runs in a worker thread: CPU-bound)."""
         content_type = response.content_type or "text/html"
+        kind = binary_kind(response.body, response.charset)
+        if kind is not None:
+            raise BinaryContentError.for_page(url, content_type, kind)
         is_html = content_type in HTML_TYPES
         decoded, codec = decode_body(response.body, response.charset, is_html=is_html)
         if is_html:
@@ -324,7 +347,7 @@ class WebCrawler:
             )
         return CrawledPage(
             url=url,
-            title=title or url,
+            title=cap_title(title or url),
             text=text,
             crawled_at=utc_now_iso(),
             etag=response.header("ETag"),
@@ -343,6 +366,7 @@ class WebCrawler:
         accept_types: frozenset[str] | None,
         max_bytes: int,
         polite: bool = True,
+        truncate: bool = False,
     ) -> RawResponse:
         """GET with every policy applied to every hop; redirects per `RAG_FOLLOW_REDIRECTS`.
 
@@ -353,7 +377,7 @@ class WebCrawler:
         while True:
             target, host, delay = await self._admit(current, polite=polite)
             response = await self._send(
-                target, host, delay, headers, accept_types, max_bytes, polite
+                target, host, delay, headers, accept_types, max_bytes, polite, truncate
             )
             if not response.is_redirect:
                 return response
@@ -396,6 +420,7 @@ class WebCrawler:
         accept_types: frozenset[str] | None,
         max_bytes: int,
         polite: bool,
+        truncate: bool = False,
     ) -> RawResponse:
         fetcher = self._ensure_session()
         async with self._semaphore:
@@ -404,11 +429,17 @@ class WebCrawler:
             self.requests_made += 1
             log.debug("GET %s", url)
             return await fetcher.get(
-                url, headers=headers, max_bytes=max_bytes, accept_types=accept_types
+                url,
+                headers=headers,
+                max_bytes=max_bytes,
+                accept_types=accept_types,
+                truncate=truncate,
             )
 
     async def _fetch_robots(self, url: str) -> RobotsResponse:
-        response = await self._get(url, accept_types=None, max_bytes=ROBOTS_MAX_BYTES, polite=False)
+        response = await self._get(
+            url, accept_types=None, max_bytes=ROBOTS_MAX_BYTES, polite=False, truncate=True
+        )
         text = ""
         if 200 <= response.status < 300:
             text, _codec = decode_body(response.body, response.charset, is_html=False)

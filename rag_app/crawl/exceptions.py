@@ -111,3 +111,33 @@ class UnsupportedContentTypeError(CrawlError):
 
 class InvalidPatternError(RAGError, ValueError):
     """The URL filter pattern is not a usable regular expression."""
+
+
+class BinaryContentError(CrawlError):
+    """A body served or named as text is binary (NUL bytes or a known file signature)."""
+
+    def __init__(self, source: str, kind: str, message: str) -> None:
+        self.url = source
+        self.status: int | None = None
+        self.kind = kind
+        super().__init__(message)
+
+    @classmethod
+    def for_page(cls, url: str, content_type: str, kind: str) -> BinaryContentError:
+        """A fetched page whose Content-Type says text but whose body is `kind`."""
+        return cls(
+            url,
+            kind,
+            f"The page {url} is served as {content_type} but its body is {kind}; only HTML, "
+            "XHTML, plain text and Markdown pages can be ingested.",
+        )
+
+    @classmethod
+    def for_file(cls, path: str, kind: str) -> BinaryContentError:
+        """A local .html/.md/.txt file whose bytes are `kind`."""
+        return cls(
+            path,
+            kind,
+            f"The file {path} has a text file name but holds {kind}; only HTML, Markdown "
+            "and plain text files can be ingested.",
+        )

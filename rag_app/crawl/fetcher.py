@@ -73,11 +73,16 @@ class HttpFetcher:
         headers: Mapping[str, str] | None = None,
         max_bytes: int,
         accept_types: frozenset[str] | None = PAGE_TYPES,
+        truncate: bool = False,
     ) -> RawResponse:
-        """GET `url` (already validated); read the body only for 2xx answers."""
+        """GET `url` (already validated); read the body only for 2xx answers.
+
+        A body over `max_bytes` is refused, or with `truncate` cut there (robots.txt:
+        RFC 9309 has crawlers parse its first 500 KiB).
+        """
         try:
             async with asyncio.timeout(self._timeout):
-                return await self._get(url, headers or {}, max_bytes, accept_types)
+                return await self._get(url, headers or {}, max_bytes, accept_types, truncate)
         except TimeoutError:
             raise CrawlTimeoutError(url, self._timeout) from None
         except aiohttp.ClientConnectorError as err:
@@ -100,6 +105,7 @@ class HttpFetcher:
         headers: Mapping[str, str],
         max_bytes: int,
         accept_types: frozenset[str] | None,
+        truncate: bool = False,
     ) -> RawResponse:
         async with self._session.get(
             URL(url, encoded=True),
@@ -112,7 +118,7 @@ class HttpFetcher:
             if 200 <= response.status < 300:
                 if accept_types and content_type and content_type not in accept_types:
                     raise UnsupportedContentTypeError(url, content_type)
-                body = await _read_limited(response, url, max_bytes)
+                body = await _read_limited(response, url, max_bytes, truncate)
                 if accept_types is not None and content_type is None:
                     if not sniff_html(body):
                         raise UnsupportedContentTypeError(url, "(none)")
@@ -128,16 +134,22 @@ class HttpFetcher:
             )
 
 
-async def _read_limited(response: aiohttp.ClientResponse, url: str, max_bytes: int) -> bytes:
-    """Read the body, refusing it up front (Content-Length) or mid-stream past `max_bytes`."""
+async def _read_limited(
+    response: aiohttp.ClientResponse, url: str, max_bytes: int, truncate: bool = False
+) -> bytes:
+    """Read the body, refusing it up front (Content-Length) or mid-stream past `max_bytes`;
+    with `truncate`, keep its first `max_bytes` instead and stop reading."""
     declared = response.content_length
-    if declared is not None and declared > max_bytes:
+    if declared is not None and declared > max_bytes and not truncate:
         raise PageTooLargeError(url, max_bytes)
     chunks: list[bytes] = []
     total = 0
     async for chunk in response.content.iter_chunked(_CHUNK):
         total += len(chunk)
         if total > max_bytes:
-            raise PageTooLargeError(url, max_bytes)
+            if not truncate:
+                raise PageTooLargeError(url, max_bytes)
+            chunks.append(chunk[: len(chunk) - (total - max_bytes)])
+            break
         chunks.append(chunk)
     return b"".join(chunks)

@@ -4,15 +4,24 @@ Boilerplate (script, style, nav, header, footer, aside, forms, …) is dropped, 
 region is `<article>` → `<main>` → `<body>`, headings become `#`..`######`, tables become
 Markdown pipe tables (so each row can become a chunk with its header), lists `- item`,
 `<pre>` is kept verbatim in a fence, paragraphs are separated by blank lines.
+
+Hostile pages stay cheap: the DOM walk uses explicit stacks (a page nesting elements
+thousands deep cannot raise RecursionError), lists and quotes nested deeper than
+`MAX_NESTING` are rendered flat, unclosed cells/rows/definitions (which `html.parser` nests
+in one another) are not repeated inside each other, and the title is capped.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, Tag
-from bs4.element import CData, ProcessingInstruction
+from bs4.element import CData, PageElement, ProcessingInstruction
+
+from rag_app.limits import MAX_TITLE_CHARS, shorten
 
 _DROP_ALWAYS = (
     "script",
@@ -74,6 +83,12 @@ _CJK = "\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff01-\uffef"
 # A source line break between two Japanese characters is not a space (as browsers render it).
 _CJK_BREAK = re.compile(rf"(?<=[{_CJK}])[ \t\r]*\n\s*(?=[{_CJK}])")
 _MAX_COLSPAN = 50
+MAX_NESTING = 32  # lists / quotes inside each other; deeper ones are rendered as plain blocks
+_CELL_PARTS = frozenset({"td", "th", "tr"})
+_DEFINITION_PARTS = frozenset({"dt", "dd"})
+_NESTED_LIST = frozenset({"dl"})
+_CONTENT_REGIONS = frozenset({"article", "main"})
+_FORM_CONTENT = frozenset({"article", "main", "h1", "h2", "h3"})
 
 
 @dataclass(frozen=True)
@@ -94,8 +109,44 @@ def collapse(text: str) -> str:
     return squash(text).strip()
 
 
+def cap_title(title: str) -> str:
+    """`title` cut to `MAX_TITLE_CHARS` characters, ending in `…` when it was cut."""
+    return shorten(title, MAX_TITLE_CHARS)
+
+
 def _inline_text(tag: Tag) -> str:
     return collapse(tag.get_text(" "))
+
+
+def _has_ancestor(tag: Tag, names: frozenset[str], memo: dict[int, bool]) -> bool:
+    """Whether an ancestor of `tag` is named in `names`; answers are remembered per element."""
+    path: list[Tag] = []
+    node = tag.parent
+    answer = False
+    while node is not None:
+        known = memo.get(id(node))
+        if known is not None:
+            answer = known
+            break
+        if node.name in names:
+            answer = True
+            break
+        path.append(node)
+        node = node.parent
+    for visited in path:
+        memo[id(visited)] = answer
+    return answer
+
+
+def _holding(soup: BeautifulSoup, names: frozenset[str]) -> set[int]:
+    """ids of the elements that have a descendant named in `names` (each walked up once)."""
+    holding: set[int] = set()
+    for tag in soup.find_all(names):
+        node = tag.parent
+        while node is not None and id(node) not in holding:
+            holding.add(id(node))
+            node = node.parent
+    return holding
 
 
 def _remove_boilerplate(soup: BeautifulSoup) -> None:
@@ -105,13 +156,15 @@ def _remove_boilerplate(soup: BeautifulSoup) -> None:
         tag.decompose()
     for tag in soup.find_all(attrs={"aria-hidden": "true"}):
         tag.decompose()
+    memo: dict[int, bool] = {}
     for tag in soup.find_all("header"):
         # A header inside <article>/<main> usually holds the page title: keep it.
-        if tag.find_parent(["article", "main"]) is None:
+        if not _has_ancestor(tag, _CONTENT_REGIONS, memo):
             tag.decompose()
+    # Some sites wrap the whole page in one <form>; keep forms that hold content.
+    with_content = _holding(soup, _FORM_CONTENT)
     for tag in soup.find_all("form"):
-        # Some sites wrap the whole page in one <form>; keep forms that hold content.
-        if tag.find(["article", "main", "h1", "h2", "h3"]) is None:
+        if id(tag) not in with_content:
             tag.decompose()
 
 
@@ -126,12 +179,58 @@ def _main_region(soup: BeautifulSoup) -> Tag:
     return body if isinstance(body, Tag) else soup
 
 
+def _children_of(tag: Tag, enter: Callable[[Tag], bool]) -> Iterator[PageElement]:
+    """Descendants of `tag` in document order, not looking inside elements `enter` refuses.
+
+    An explicit stack instead of recursion: any nesting depth is fine.
+    """
+    stack: list[Iterator[PageElement]] = [iter(tag.children)]
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+            continue
+        yield node
+        if isinstance(node, Tag) and enter(node):
+            stack.append(iter(node.children))
+
+
+def _own_text(tag: Tag, skip: frozenset[str], whole: frozenset[str] = frozenset()) -> str:
+    """`tag.get_text(" ")` collapsed, leaving out `skip` elements (rendered on their own).
+
+    Elements named in `whole` count with all their text. Sloppy HTML nests unclosed cells,
+    rows and definitions in one another; without this each would repeat all later ones.
+    """
+    types = tag.interesting_string_types or Tag.MAIN_CONTENT_STRING_TYPES
+    parts: list[str] = []
+    for node in _children_of(tag, lambda t: t.name not in skip and t.name not in whole):
+        if isinstance(node, Tag):
+            if node.name in whole:
+                parts.append(node.get_text(" "))
+        elif type(node) in types:
+            parts.append(str(node))
+    return collapse(" ".join(parts))
+
+
+def _table_rows(table: Tag) -> tuple[list[Tag], bool]:
+    """This table's own `<tr>`s (not those of nested tables) and whether it nests a table."""
+    rows: list[Tag] = []
+    nested = False
+    for node in _children_of(table, lambda t: t.name != "table"):
+        if isinstance(node, Tag):
+            if node.name == "tr":
+                rows.append(node)
+            elif node.name == "table":
+                nested = True
+    return rows, nested
+
+
 def _own_rows(table: Tag) -> list[Tag]:
-    return [tr for tr in table.find_all("tr") if tr.find_parent("table") is table]
+    return _table_rows(table)[0]
 
 
 def _cell_text(cell: Tag) -> str:
-    return _inline_text(cell).replace("|", r"\|")
+    return _own_text(cell, _CELL_PARTS).replace("|", r"\|")
 
 
 def _span(cell: Tag) -> int:
@@ -141,19 +240,33 @@ def _span(cell: Tag) -> int:
         return 1
 
 
+def _row_cell_tags(tr: Tag) -> list[Tag]:
+    """The row's `<td>`/`<th>`: its children, and cells left unclosed inside them."""
+    cells: list[Tag] = []
+    for child in tr.children:
+        if isinstance(child, Tag) and child.name in ("td", "th"):
+            cells.append(child)
+            cells.extend(
+                node
+                for node in _children_of(child, lambda t: t.name not in ("tr", "table"))
+                if isinstance(node, Tag) and node.name in ("td", "th")
+            )
+    return cells
+
+
 def _row_cells(tr: Tag) -> tuple[list[str], bool]:
     """Cell texts (colspan repeated) and whether every cell is a `<th>`."""
-    cells = tr.find_all(["td", "th"], recursive=False)
+    cells = _row_cell_tags(tr)
     texts: list[str] = []
     for cell in cells:
         texts.extend([_cell_text(cell)] * _span(cell))
     return texts, bool(cells) and all(c.name == "th" for c in cells)
 
 
-def _is_layout_table(table: Tag, rows: list[Tag]) -> bool:
-    if table.find("table") is not None:
+def _is_layout_table(table: Tag, rows: list[Tag], nests_table: bool) -> bool:
+    if nests_table:
         return True
-    cell_count = sum(len(tr.find_all(["td", "th"], recursive=False)) for tr in rows)
+    cell_count = sum(len(_row_cell_tags(tr)) for tr in rows)
     return cell_count <= 1
 
 
@@ -192,12 +305,39 @@ def _fence(pre: Tag) -> str:
     return f"{fence}{language}\n{code}\n{fence}"
 
 
-class _Renderer:
-    """Walks the DOM and produces a list of text blocks."""
+# A render step yields sub-steps (a nested list item, a quote) to `_run` instead of calling
+# them, and receives their result back: the DOM walk never recurses in Python.
+_Step = Generator[Any, Any, Any]
 
-    def __init__(self) -> None:
+
+def _run(step: _Step) -> Any:
+    """Drive a render step and every sub-step it yields with an explicit stack."""
+    stack = [step]
+    result: Any = None
+    while True:
+        try:
+            sub = stack[-1].send(result)
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return done.value
+            result = done.value
+        else:
+            stack.append(sub)
+            result = None
+
+
+class _Renderer:
+    """Walks the DOM and produces a list of text blocks.
+
+    `nesting` counts enclosing lists and quotes; past `MAX_NESTING` they are rendered as
+    plain blocks, so each level's re-indenting cannot add up to quadratic work.
+    """
+
+    def __init__(self, nesting: int = 0) -> None:
         self.blocks: list[str] = []
         self._inline: list[str] = []
+        self._nesting = nesting
 
     def flush(self) -> None:
         text = "".join(self._inline)
@@ -212,89 +352,108 @@ class _Renderer:
         if block:
             self.blocks.append(block)
 
-    def walk(self, node: Tag) -> None:
-        for child in node.children:
-            if isinstance(child, _SKIPPED_STRINGS):
+    def walk(self, node: Tag) -> _Step:
+        """Render `node`'s children, descending with a stack of child iterators."""
+        pending: list[tuple[Iterator[PageElement], bool]] = [(iter(node.children), False)]
+        while pending:
+            children, is_block = pending[-1]
+            child = next(children, None)
+            if child is None:
+                pending.pop()
+                if is_block:
+                    self.flush()
+            elif isinstance(child, _SKIPPED_STRINGS):
                 continue
-            if isinstance(child, NavigableString):
+            elif isinstance(child, NavigableString):
                 self._inline.append(squash(str(child)))
             elif isinstance(child, Tag):
-                self._element(child)
+                descend = yield from self._element(child)
+                if descend is not None:
+                    pending.append((iter(child.children), descend))
 
-    def _element(self, tag: Tag) -> None:
+    def _element(self, tag: Tag) -> Generator[_Step, Any, bool | None]:
+        """Render `tag`; return True / False to walk into it as a block / inline, else None."""
         name = tag.name
+        nested = self._nesting < MAX_NESTING
         if name == "br":
             self._inline.append("\n")
         elif name in _HEADINGS:
             text = _inline_text(tag)
             self.add_block(f"{'#' * _HEADINGS[name]} {text}" if text else "")
-        elif name in ("ul", "ol"):
-            self.add_block(_render_list(tag))
+        elif name in ("ul", "ol") and nested:
+            self.add_block((yield _render_list(tag, self._nesting + 1)))
         elif name == "table":
-            self._table(tag)
+            rows, nests_table = _table_rows(tag)
+            if _is_layout_table(tag, rows, nests_table):
+                self.flush()
+                return True
+            self._data_table(tag)
         elif name == "pre":
             self.add_block(_fence(tag))
-        elif name == "blockquote":
-            inner = _render_blocks(tag)
+        elif name == "blockquote" and nested:
+            inner = "\n\n".join((yield _blocks(tag, self._nesting + 1)))
             self.add_block("\n".join(f"> {line}" if line else ">" for line in inner.split("\n")))
         elif name == "dl":
             self.add_block(_render_definitions(tag))
         elif name == "hr":
             self.flush()
-        elif name in _BLOCKS:
+        elif name in _BLOCKS or name in ("ul", "ol", "blockquote"):
             self.flush()
-            self.walk(tag)
-            self.flush()
+            return True
         else:
-            self.walk(tag)
+            return False
+        return None
 
-    def _table(self, table: Tag) -> None:
-        rows = _own_rows(table)
-        if _is_layout_table(table, rows):
-            self.flush()
-            self.walk(table)
-            self.flush()
-            return
+    def _data_table(self, table: Tag) -> None:
         caption = table.find("caption")
         if isinstance(caption, Tag) and caption.find_parent("table") is table:
             self.add_block(_inline_text(caption))
         self.add_block(render_table(table))
 
 
-def _render_blocks(node: Tag) -> str:
-    renderer = _Renderer()
-    renderer.walk(node)
+def _blocks(node: Tag, nesting: int = 0) -> _Step:
+    """Step: the text blocks of `node`."""
+    renderer = _Renderer(nesting)
+    yield from renderer.walk(node)
     renderer.flush()
-    return "\n\n".join(renderer.blocks)
+    return renderer.blocks
 
 
-def _render_list(tag: Tag) -> str:
+def _render_blocks(node: Tag) -> str:
+    return "\n\n".join(_run(_blocks(node)))
+
+
+def _render_list(tag: Tag, nesting: int) -> _Step:
+    """Step: `- item` / `1. item` lines, continuation lines indented under the marker."""
     ordered = tag.name == "ol"
     lines: list[str] = []
     number = 0
     for item in tag.find_all("li", recursive=False):
-        renderer = _Renderer()
-        renderer.walk(item)
-        renderer.flush()
-        if not renderer.blocks:
+        blocks = yield _blocks(item, nesting)
+        if not blocks:
             continue
         number += 1
         marker = f"{number}. " if ordered else "- "
         indent = " " * len(marker)
-        item_lines = "\n".join(renderer.blocks).split("\n")
+        item_lines = "\n".join(blocks).split("\n")
         lines.append(marker + item_lines[0])
         lines.extend(indent + line for line in item_lines[1:])
     return "\n".join(lines)
+
+
+def _definitions(tag: Tag) -> Iterator[Tag]:
+    """This `<dl>`'s `<dt>`/`<dd>` in order (those of nested lists are part of their text)."""
+    for node in _children_of(tag, lambda t: t.name != "dl"):
+        if isinstance(node, Tag) and node.name in ("dt", "dd"):
+            yield node
 
 
 def _render_definitions(tag: Tag) -> str:
     """`<dt>term</dt><dd>text</dd>` → `term: text`; further `<dd>`s go on indented lines."""
     lines: list[str] = []
     term_waiting = False
-    for child in tag.find_all(["dt", "dd"]):
-        if child.find_parent("dl") is not tag:
-            continue
-        text = _inline_text(child)
+    for child in _definitions(tag):
+        text = _own_text(child, _DEFINITION_PARTS, whole=_NESTED_LIST)
         if not text:
             continue
         if child.name == "dt":
@@ -313,9 +472,9 @@ def _title(soup: BeautifulSoup) -> str:
     if isinstance(title, Tag):
         text = collapse(title.get_text())
         if text:
-            return text
+            return cap_title(text)
     h1 = soup.find("h1")
-    return _inline_text(h1) if isinstance(h1, Tag) else ""
+    return cap_title(_inline_text(h1)) if isinstance(h1, Tag) else ""
 
 
 def html_to_text(html: str) -> ExtractedText:
@@ -327,10 +486,19 @@ def html_to_text(html: str) -> ExtractedText:
     return ExtractedText(title=title, text=text)
 
 
+def _markdown_heading(line: str) -> str:
+    """The text of a `# Title #` line (no indent, 1-6 `#`, whitespace after them), or ''."""
+    level = len(line) - len(line.lstrip("#"))
+    rest = line[level:]
+    if not 1 <= level <= 6 or not rest[:1].isspace():
+        return ""
+    return rest.strip().rstrip("#").rstrip()
+
+
 def markdown_title(text: str) -> str:
-    """The first ATX heading of a Markdown document, or ''."""
+    """The first non-empty ATX heading of a Markdown document (capped), or ''."""
     for line in text.splitlines():
-        match = re.match(r"^#{1,6}\s+(.+?)\s*#*\s*$", line)
-        if match:
-            return match.group(1)
+        heading = _markdown_heading(line)
+        if heading:
+            return cap_title(heading)
     return ""

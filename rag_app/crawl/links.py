@@ -1,24 +1,51 @@
-"""Index-page link selection: `<a href>` → absolute, same-site, de-duplicated, filtered URLs."""
+"""Index-page link selection: `<a href>` → absolute, same-site, de-duplicated, filtered URLs.
+
+The URL filter is a user-supplied regular expression, so it runs on RE2 (google-re2):
+matching is linear in the URL length whatever the pattern (`(a+)+$` cannot backtrack).
+RE2 has no backreferences or lookarounds; such a pattern gets a one-line error.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
+import re2
 from bs4 import BeautifulSoup, Tag
 
 from rag_app.crawl.exceptions import InvalidPatternError
 from rag_app.crawl.pages import IndexLinks
 from rag_app.crawl.url_safety import AddressPolicy, parse_url
 from rag_app.errors import UrlRefusedError
+from rag_app.limits import MAX_PATTERN_CHARS
 
-MAX_PATTERN_LENGTH = 500
+MAX_PATTERN_LENGTH = MAX_PATTERN_CHARS
 _NON_PAGE_SCHEMES = ("javascript:", "mailto:", "tel:", "data:", "sms:", "ftp:", "file:")
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str] | None:
-    """Compile the URL filter (`re.search` semantics); '' means no filter."""
+class UrlPattern(Protocol):
+    """A compiled URL filter: `search(url)` is truthy when the URL matches."""
+
+    def search(self, text: str) -> object: ...
+
+
+def _re2_options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every rejected pattern to stderr
+    return options
+
+
+def _reason(err: Exception) -> str:
+    detail = err.args[0] if err.args else ""
+    if isinstance(detail, bytes):
+        detail = detail.decode("utf-8", "replace")
+    return str(detail or type(err).__name__)
+
+
+def compile_pattern(pattern: str) -> UrlPattern | None:
+    """Compile the URL filter (`re.search` semantics, RE2 syntax); '' means no filter."""
     if not pattern:
         return None
     if len(pattern) > MAX_PATTERN_LENGTH:
@@ -26,11 +53,20 @@ def compile_pattern(pattern: str) -> re.Pattern[str] | None:
             f"The URL pattern is longer than {MAX_PATTERN_LENGTH} characters; use a shorter one."
         )
     try:
-        return re.compile(pattern)
+        return re2.compile(pattern, _re2_options())
+    except re2.error as err:
+        reason = _reason(err)
+    try:
+        re.compile(pattern)
     except re.error as err:
         raise InvalidPatternError(
             f"The URL pattern is not a valid regular expression ({err}); fix it or leave it empty."
         ) from None
+    raise InvalidPatternError(
+        f"The URL pattern uses something the linear-time RE2 engine does not support "
+        f"({reason}), such as a backreference, a lookaround or a repeat over 1000; "
+        "rewrite it without that."
+    )
 
 
 def raw_links(html: str, page_url: str) -> list[str]:
@@ -70,7 +106,7 @@ def select_links(
     html: str,
     index_url: str,
     *,
-    pattern: re.Pattern[str] | None,
+    pattern: UrlPattern | None,
     max_pages: int,
     policy: AddressPolicy | None = None,
     exclude: Iterable[str] = (),

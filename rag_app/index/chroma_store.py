@@ -176,6 +176,38 @@ class ChromaStore:
                 counts[source] = counts.get(source, 0) + 1
             offset += len(got["ids"])
 
+    def unfindable(self, ids: Sequence[str], k: int = 10) -> list[str]:
+        """Those of `ids` that a query with their own stored embedding does not return in
+        the top `k`: chunks the vector index lost (e.g. after a crash) or cannot reach."""
+        lost: list[str] = []
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            got = self.collection.get(ids=part, include=["embeddings"])
+            found_ids, embeddings = got["ids"], got.get("embeddings")
+            if embeddings is None or not len(found_ids):
+                continue
+            hits = self.collection.query(
+                query_embeddings=[list(e) for e in embeddings], n_results=k, include=[]
+            )
+            for chunk_id, row in zip(found_ids, hits["ids"], strict=True):
+                if chunk_id not in row:
+                    lost.append(chunk_id)
+        return lost
+
+    def reinsert(self, ids: Sequence[str]) -> None:
+        """Write chunks again with their stored embeddings (re-indexes their vectors)."""
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            got = self.collection.get(ids=part, include=["embeddings", "documents", "metadatas"])
+            if not got["ids"]:
+                continue
+            self.collection.upsert(  # never delete first: a crash must not lose them
+                ids=got["ids"],
+                embeddings=[list(e) for e in got["embeddings"]],
+                documents=got["documents"],
+                metadatas=got["metadatas"],
+            )
+
     def ids_for_source(self, source: str) -> list[str]:
         got = self.collection.get(where={"source_url": source}, include=[])
         return list(got["ids"])

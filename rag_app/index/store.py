@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import logging
+import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,8 @@ from rag_app.index.chroma_store import ChromaStore, SourceRecord
 from rag_app.results import CheckReport
 
 logger = logging.getLogger(__name__)
+
+VECTOR_CHECK_SAMPLE = 5000  # chunks whose own embedding must find them (per check)
 
 
 def bm25_text(node: BaseNode) -> str:
@@ -270,13 +273,22 @@ class KnowledgeStore:
             extra = sorted(bm25_ids - chroma_ids)
             with_chunks = self.chroma.source_counts()
             orphans = [r.source for r in self.chroma.list_sources() if r.source not in with_chunks]
+            sample = sorted(chroma_ids)
+            if len(sample) > VECTOR_CHECK_SAMPLE:
+                sample = random.Random(len(sample)).sample(sample, VECTOR_CHECK_SAMPLE)
+            lost = self.chroma.unfindable(sample)
             report = CheckReport(
                 chunks=len(chroma_ids),
                 bm25_documents=len(bm25_ids),
                 missing_in_bm25=len(missing),
                 extra_in_bm25=len(extra),
                 orphan_records=orphans,
+                vector_checked=len(sample),
+                unfindable_by_vector=len(lost),
             )
+            if repair and lost:  # re-insert them into the vector index (same embeddings)
+                self.chroma.reinsert(lost)
+                report.repaired = True
             if repair and not report.ok:
                 if extra:
                     self.bm25.delete_ids(extra)

@@ -5,6 +5,7 @@ into `TextNode`s linked to their source document, numbers them (`chunk_index`, 0
 document order) and copies the document's metadata onto every node. All metadata keys are
 excluded from the embedding and LLM text, so what is embedded and shown is the chunk text
 alone; a caller that wants e.g. the title embedded removes that key from the exclusions.
+A document `title` is capped at `MAX_TITLE_CHARS` on its nodes (it is prefixed to each).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode
 from llama_index.core.utils import get_tqdm_iterable
 
-from rag_app.parsing.chunk import Chunk
+from rag_app.parsing.chunk import MAX_TITLE_CHARS, Chunk, shorten
 
 
 def exclude_all_metadata(nodes: Sequence[BaseNode]) -> None:
@@ -26,6 +27,15 @@ def exclude_all_metadata(nodes: Sequence[BaseNode]) -> None:
         keys = list(node.metadata)
         node.excluded_embed_metadata_keys = keys
         node.excluded_llm_metadata_keys = list(keys)
+
+
+def inherited_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A document's metadata for its nodes, with a string `title` capped."""
+    inherited = dict(metadata)
+    title = inherited.get("title")
+    if isinstance(title, str):
+        inherited["title"] = shorten(title, MAX_TITLE_CHARS)
+    return inherited
 
 
 def check_sizes(chunk_size: int, chunk_overlap: int) -> None:
@@ -48,7 +58,7 @@ class ChunkingNodeParser(NodeParser):
 
     def _build_nodes(self, chunks: Sequence[Chunk], source: BaseNode) -> list[TextNode]:
         relationships = {NodeRelationship.SOURCE: source.as_related_node_info()}
-        inherited = dict(source.metadata) if self.include_metadata else {}
+        inherited = inherited_metadata(source.metadata) if self.include_metadata else {}
         nodes: list[TextNode] = []
         for index, chunk in enumerate(chunks):
             node = TextNode(

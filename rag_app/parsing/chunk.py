@@ -3,16 +3,22 @@
 Parsers first produce `Chunk`s (pure, deterministic, easy to test) and only then turn them
 into LlamaIndex nodes (`base.ChunkingNodeParser`). Metadata values are str/int only, because
 Chroma accepts nothing else (no lists, no None).
+
+Titles, headings and heading paths go in front of every chunk (embedded text, BM25), so
+they are capped (`MAX_*_CHARS`): a hostile 100 KB `<title>` or heading cannot blow up
+every chunk of its page.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rag_app.limits import ELLIPSIS, MAX_HEADING_CHARS, MAX_PATH_CHARS, MAX_TITLE_CHARS, shorten
 from rag_app.parsing.content_type import ContentType
 
 MetadataValue = str | int | float | bool
 PATH_SEPARATOR = " > "
+__all__ = ["ELLIPSIS", "MAX_HEADING_CHARS", "MAX_PATH_CHARS", "MAX_TITLE_CHARS", "shorten"]
 
 
 @dataclass(frozen=True)
@@ -37,5 +43,5 @@ class Chunk:
 
 
 def join_path(*parts: str) -> str:
-    """Breadcrumb string `A > B > C`, skipping empty parts."""
-    return PATH_SEPARATOR.join(part for part in parts if part)
+    """Breadcrumb string `A > B > C`, skipping empty parts, at most `MAX_PATH_CHARS` long."""
+    return shorten(PATH_SEPARATOR.join(part for part in parts if part), MAX_PATH_CHARS)

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import html
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
 from rag_app.parsing.base import ChunkingNodeParser, check_sizes
-from rag_app.parsing.chunk import Chunk, join_path
+from rag_app.parsing.chunk import MAX_HEADING_CHARS, Chunk, join_path, shorten
 from rag_app.parsing.content_type import ContentType
 from rag_app.parsing.prose import prose_chunks, split_prose
 
-_MD_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))??(?:[ \t]+#+)?[ \t]*$")
-_HTML_HEADING = re.compile(r"<h([1-6])\b[^>]*>(.*?)</h\1\s*>", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"<[^>]+>")
+# Only fixed-shape patterns here; the variable parts (heading text, tag bodies, the text
+# between an opening and a closing tag) are found with str methods, so that no hostile line
+# makes the regex engine backtrack (see tests/adversarial/test_regex_worst_case.py).
+_HTML_OPEN = re.compile(r"<h([1-6])\b", re.IGNORECASE)
+_HTML_CLOSE = re.compile(r"</h([1-6])\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_ELLIPSIS = "…"
+_BLANKS = " \t"
 
 
 @dataclass(frozen=True)
@@ -51,17 +54,89 @@ class Section:
         return f"{'#' * self.level} {self.heading}" if self.level else ""
 
 
-def _html_heading_to_markdown(match: re.Match[str]) -> str:
-    text = " ".join(html.unescape(_TAG.sub(" ", match.group(2))).split())
-    if not text:
-        return match.group(0)
-    return f"\n{'#' * int(match.group(1))} {text}\n"
+def atx_heading(line: str) -> tuple[int, str] | None:
+    """`(level, text)` of a Markdown ATX heading line (`## Title ##`), else None.
+
+    Up to three spaces of indent, 1-6 `#`, then a space/tab or the end; a closing `#` run
+    is dropped when a space/tab precedes it. The text may be empty.
+    """
+    indent = len(line) - len(line.lstrip(" "))
+    if indent > 3:
+        return None
+    rest = line[indent:]
+    level = len(rest) - len(rest.lstrip("#"))
+    rest = rest[level:]
+    if not 1 <= level <= 6 or (rest and rest[0] not in _BLANKS):
+        return None
+    rest = rest.rstrip(_BLANKS)
+    without_closing = rest.rstrip("#")
+    if not without_closing or without_closing[-1] in _BLANKS:
+        rest = without_closing
+    return level, rest.strip()
+
+
+def strip_tags(text: str) -> str:
+    """Every `<...>` (at least one character inside) replaced by a space."""
+    parts: list[str] = []
+    kept = search = 0
+    while (start := text.find("<", search)) >= 0:
+        end = text.find(">", start + 1)
+        if end < 0:
+            break
+        search = end + 1
+        if end > start + 1:
+            parts.append(text[kept:start])
+            parts.append(" ")
+            kept = search
+    parts.append(text[kept:])
+    return "".join(parts)
+
+
+def _heading_markdown(level: str, inner: str, original: str) -> str:
+    text = " ".join(html.unescape(strip_tags(inner)).split())
+    return f"\n{'#' * int(level)} {text}\n" if text else original
+
+
+def _closing_tags(text: str) -> dict[str, tuple[list[int], list[int]]]:
+    """Level → (starts, ends) of every `</hN>`, in document order."""
+    closing: dict[str, tuple[list[int], list[int]]] = {}
+    for match in _HTML_CLOSE.finditer(text):
+        starts, ends = closing.setdefault(match.group(1), ([], []))
+        starts.append(match.start())
+        ends.append(match.end())
+    return closing
 
 
 def normalize_headings(text: str) -> str:
-    """Rewrite HTML headings as Markdown heading lines; unify line endings."""
+    """Rewrite HTML headings as Markdown heading lines; unify line endings.
+
+    `<hN ...>text</hN>` (the nearest closing tag of the same level) becomes `## text` on a
+    line of its own; done with one pass over the tags, so it stays linear on hostile text.
+    """
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _HTML_HEADING.sub(_html_heading_to_markdown, text)
+    closing = _closing_tags(text)
+    parts: list[str] = []
+    done = 0
+    tag_end = -1
+    for opening in _HTML_OPEN.finditer(text):
+        if opening.start() < done:
+            continue  # inside the heading just rewritten
+        if tag_end < opening.end():  # else the `>` found last time is still the next one
+            tag_end = text.find(">", opening.end())
+            if tag_end < 0:
+                break  # no later opening tag can be complete either
+        starts, ends = closing.get(opening.group(1), ([], []))
+        index = bisect_left(starts, tag_end + 1)
+        if index == len(starts):
+            continue
+        parts.append(text[done : opening.start()])
+        inner = text[tag_end + 1 : starts[index]]
+        parts.append(
+            _heading_markdown(opening.group(1), inner, text[opening.start() : ends[index]])
+        )
+        done = ends[index]
+    parts.append(text[done:])
+    return "".join(parts)
 
 
 def split_sections(text: str) -> list[Section]:
@@ -72,11 +147,11 @@ def split_sections(text: str) -> list[Section]:
     for line in normalize_headings(text).split("\n"):
         if _FENCE.match(line):
             in_fence = not in_fence
-        match = None if in_fence else _MD_HEADING.match(line)
-        if match is None:
+        parsed = None if in_fence else atx_heading(line)
+        if parsed is None:
             raw[-1][3].append(line)
             continue
-        level, heading = len(match.group(1)), (match.group(2) or "").strip()
+        level, heading = parsed[0], shorten(parsed[1], MAX_HEADING_CHARS)
         if not heading:
             continue  # `#` with no text: an empty heading carries nothing
         while stack and stack[-1][0] >= level:
@@ -94,8 +169,7 @@ def split_sections(text: str) -> list[Section]:
 
 
 def _fit_heading_line(line: str, max_chunk_size: int) -> str:
-    limit = max(1, max_chunk_size // 2)
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + _ELLIPSIS
+    return shorten(line, max(1, max_chunk_size // 2))
 
 
 def section_chunks(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from rag_app.parsing.base import SizedNodeParser, check_sizes
 from rag_app.parsing.chunk import Chunk
@@ -30,6 +30,7 @@ _CLOSERS = "」』）】〕)]\"'”’"
 _SENTENCE_END = re.compile(rf"(?:[。！？]+|[.!?]+)[{re.escape(_CLOSERS)}]*")
 _CLAUSE_BREAK = re.compile(r"[\s、，,;；:：]")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\u3000]*\n")
+_NON_SPACE = re.compile(r"\S")
 
 
 @dataclass(frozen=True)
@@ -64,17 +65,23 @@ def _line_units(line: str) -> list[_Unit]:
 
 
 def _hard_split(unit: _Unit, limit: int) -> list[_Unit]:
-    """Cut an over-long sentence into pieces of at most `limit` characters."""
+    """Cut an over-long sentence into pieces of at most `limit` characters.
+
+    Works with offsets into the sentence (no re-slicing of the rest), so a 5 MB sentence
+    costs linear time.
+    """
     units: list[_Unit] = []
-    rest, sep = unit.text, unit.sep
-    while len(rest) > limit:
-        space = max(rest.rfind(" ", 0, limit + 1), rest.rfind("\t", 0, limit + 1))
-        cut = space if space > limit // 2 else limit
-        units.append(_Unit(rest[:cut].rstrip(), sep))
-        sep = " " if rest[cut].isspace() else ""
-        rest = rest[cut:].lstrip()
-    if rest:
-        units.append(_Unit(rest, sep))
+    text, sep, start = unit.text, unit.sep, 0
+    while len(text) - start > limit:
+        end = start + limit
+        space = max(text.rfind(" ", start, end + 1), text.rfind("\t", start, end + 1))
+        cut = space if space - start > limit // 2 else end
+        units.append(_Unit(text[start:cut].rstrip(), sep))
+        sep = " " if text[cut].isspace() else ""
+        next_text = _NON_SPACE.search(text, cut)
+        start = next_text.start() if next_text else len(text)
+    if start < len(text):
+        units.append(_Unit(text[start:], sep))
     return units
 
 
@@ -83,7 +90,7 @@ def _paragraph_units(paragraph: str, chunk_size: int, hard_limit: int) -> list[_
     for number, line in enumerate(paragraph.split("\n")):
         for index, unit in enumerate(_line_units(line)):
             if index == 0 and number > 0:
-                unit = replace(unit, sep="\n")
+                unit = _Unit(unit.text, "\n")
             units.extend(_hard_split(unit, hard_limit) if len(unit.text) > chunk_size else [unit])
     return units
 
@@ -126,37 +133,54 @@ def _paragraphs(text: str) -> list[str]:
     return [p.strip() for p in _PARAGRAPH_BREAK.split(normalized) if p.strip()]
 
 
+class _Pending:
+    """The units of the chunk being built and the length of their joined text."""
+
+    def __init__(self) -> None:
+        self.units: list[_Unit] = []
+        self.length = 0
+
+    def add(self, unit: _Unit) -> None:
+        self.length += len(unit.text) + (len(unit.sep) if self.units else 0)
+        self.units.append(unit)
+
+    def restart(self, units: Sequence[_Unit]) -> None:
+        self.units = list(units)
+        self.length = len(_join(self.units))
+
+
 def split_prose(text: str, chunk_size: int = 200, chunk_overlap: int = 30) -> list[str]:
     """Split `text` into overlapping chunks of at most `chunk_size` characters."""
     check_sizes(chunk_size, chunk_overlap)
     hard_limit = chunk_size - chunk_overlap
     chunks: list[str] = []
-    current: list[_Unit] = []
+    current = _Pending()
 
     def fits(extra: int) -> bool:
-        return len(_join(current)) + extra <= chunk_size
+        return current.length + extra <= chunk_size
 
     for paragraph in _paragraphs(text):
         units = _paragraph_units(paragraph, chunk_size, hard_limit)
-        units[0] = replace(units[0], sep=PARAGRAPH_SEPARATOR)
+        units[0] = _Unit(units[0].text, PARAGRAPH_SEPARATOR)
         whole = len(_join(units))
-        if current and fits(len(PARAGRAPH_SEPARATOR) + whole):
-            current.extend(units)
+        if current.units and fits(len(PARAGRAPH_SEPARATOR) + whole):
+            for unit in units:
+                current.add(unit)
             continue
-        if current and whole <= chunk_size:
-            chunks.append(_join(current))
+        if current.units and whole <= chunk_size:
+            chunks.append(_join(current.units))
             room = chunk_size - len(PARAGRAPH_SEPARATOR) - whole
-            current = [*_overlap(current, chunk_overlap, room), *units]
+            current.restart([*_overlap(current.units, chunk_overlap, room), *units])
             continue
         for unit in units:
-            if not current or fits(len(unit.sep) + len(unit.text)):
-                current.append(unit)
+            if not current.units or fits(len(unit.sep) + len(unit.text)):
+                current.add(unit)
                 continue
-            chunks.append(_join(current))
+            chunks.append(_join(current.units))
             room = chunk_size - len(unit.sep) - len(unit.text)
-            current = [*_overlap(current, chunk_overlap, room), unit]
-    if current:
-        chunks.append(_join(current))
+            current.restart([*_overlap(current.units, chunk_overlap, room), unit])
+    if current.units:
+        chunks.append(_join(current.units))
     return chunks
 
 

@@ -59,17 +59,23 @@ def split_blocks(text: str) -> list[str | Table]:
     becomes that table's caption, unless the table already has one.
     """
     blocks: list[str | Table] = []
+    prose: list[str] = []  # joined once per run: repeated concatenation would be quadratic
     previous = ""
     for paragraph, is_code in _paragraphs(text):
         tabular = not is_code and detect_content_type(paragraph) is not ContentType.PROSE
         for block in split_table_blocks(paragraph) if tabular else [paragraph.strip()]:
-            if isinstance(block, Table) and block.start == 0 and not block.caption:
+            if isinstance(block, str):
+                prose.append(block)
+                continue
+            if block.start == 0 and not block.caption:
                 block = replace(block, caption=caption_of(previous))
-            if isinstance(block, str) and blocks and isinstance(blocks[-1], str):
-                blocks[-1] = f"{blocks[-1]}\n\n{block}"
-            else:
-                blocks.append(block)
+            if prose:
+                blocks.append("\n\n".join(prose))
+                prose = []
+            blocks.append(block)
         previous = "" if is_code else paragraph.strip()
+    if prose:
+        blocks.append("\n\n".join(prose))
     return blocks
 
 

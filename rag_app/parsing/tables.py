@@ -13,7 +13,9 @@ that row holds a number; header-less rows are kept as their own text.
 
 Size rule: a row is never cut inside a cell. A row longer than `chunk_size` is split between
 its `header: value` pairs, every piece repeating the first-column line; only a single pair
-(or a header-less row) that alone exceeds the size stays one over-long chunk.
+(or a header-less row) that alone exceeds the size stays one over-long chunk. Header names,
+and the first-column line where later pieces repeat it, are capped like headings
+(`MAX_HEADING_CHARS`): every row repeats them, so a hostile header must not multiply.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from dataclasses import dataclass, replace
 from itertools import zip_longest
 
 from rag_app.parsing.base import SizedNodeParser, check_sizes
-from rag_app.parsing.chunk import Chunk, MetadataValue, join_path
+from rag_app.parsing.chunk import (
+    MAX_HEADING_CHARS,
+    MAX_PATH_CHARS,
+    Chunk,
+    MetadataValue,
+    join_path,
+    shorten,
+)
 from rag_app.parsing.content_type import (
     SENTENCE_ENDINGS,
     ContentType,
@@ -32,7 +41,6 @@ from rag_app.parsing.content_type import (
     is_numeric_line,
     is_numeric_token,
     is_separator_row,
-    looks_like_sentences,
 )
 from rag_app.parsing.headings import split_sections
 from rag_app.parsing.prose import prose_chunks
@@ -110,18 +118,45 @@ def _column_count(line: str) -> int:
     return len(cells) if len(cells) >= minimum else 0
 
 
-def _column_table(lines: Sequence[str], i: int) -> Table | None:
-    count = _column_count(lines[i])
-    if not count:
+class _ColumnLines:
+    """Column cells of every line and where each run of equal column counts ends.
+
+    Computed once per `find_tables` call, with prefix sums for the sentence test: a long run
+    of sentence-like column lines is rejected from every start line in O(1), not re-split
+    and re-checked each time (which was quadratic on hostile text).
+    """
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        counts = [_column_count(line) for line in lines]
+        self.cells = [
+            tuple(column_cells(line)) if n else () for line, n in zip(lines, counts, strict=True)
+        ]
+        self.run_end = list(range(1, len(lines) + 1))
+        for k in range(len(lines) - 2, -1, -1):
+            if counts[k] and counts[k + 1] == counts[k]:
+                self.run_end[k] = self.run_end[k + 1]
+        self._cells = [0]
+        self._endings = [0]
+        self._chars = [0]
+        for row in self.cells:
+            self._cells.append(self._cells[-1] + len(row))
+            self._endings.append(self._endings[-1] + sum(c.endswith(SENTENCE_ENDINGS) for c in row))
+            self._chars.append(self._chars[-1] + sum(map(len, row)))
+
+    def looks_like_sentences(self, start: int, end: int) -> bool:
+        """`looks_like_sentences` of all cells of lines `start` to `end` (exclusive)."""
+        cells = self._cells[end] - self._cells[start]
+        endings = self._endings[end] - self._endings[start]
+        return endings * 2 > cells or self._chars[end] - self._chars[start] > 40 * cells
+
+
+def _column_table(lines: Sequence[str], i: int, columns: _ColumnLines) -> Table | None:
+    if not columns.cells[i]:
         return None
-    j = i + 1
-    while j < len(lines) and _column_count(lines[j]) == count:
-        j += 1
-    if j - i < 2:
+    j = columns.run_end[i]
+    if j - i < 2 or columns.looks_like_sentences(i, j):
         return None
-    rows = [tuple(column_cells(lines[k])) for k in range(i, j)]
-    if looks_like_sentences([cell for row in rows for cell in row]):
-        return None
+    rows = columns.cells[i:j]
     return _make(rows, [lines[k].strip() for k in range(i, j)], i, j, header=None)
 
 
@@ -165,12 +200,15 @@ def _caption(lines: Sequence[str], start: int, first: int) -> str:
 def find_tables(lines: Sequence[str]) -> list[Table]:
     """Tables in `lines`, in order, each with the short line above it as caption."""
     tables: list[Table] = []
+    columns = _ColumnLines(lines)
     i = 0
     while i < len(lines):
         table = None
         if lines[i].strip():
             table = (
-                _pipe_table(lines, i) or _column_table(lines, i) or _spaced_numeric_table(lines, i)
+                _pipe_table(lines, i)
+                or _column_table(lines, i, columns)
+                or _spaced_numeric_table(lines, i)
             )
         if table is None:
             i += 1
@@ -212,12 +250,14 @@ def row_texts(header: Sequence[str], cells: Sequence[str], line: str, chunk_size
     if not rest:
         return [first] if first else []
     prefix = f"{first}\n" if first else ""
+    repeated = f"{shorten(first, MAX_HEADING_CHARS)}\n" if first else ""
     texts: list[str] = []
     group: list[str] = []
     for item in rest:
         if group and len(prefix) + len(", ".join([*group, item])) > chunk_size:
             texts.append(prefix + ", ".join(group))
             group = []
+            prefix = repeated
         group.append(item)
     texts.append(prefix + ", ".join(group))
     return texts
@@ -232,15 +272,16 @@ def table_chunks(
 ) -> list[Chunk]:
     """TABLE chunks, one per data row (more only for over-long rows)."""
     path = join_path(heading_path, table.caption)
-    header = HEADER_JOINER.join(table.header)
+    names = tuple(shorten(name, MAX_HEADING_CHARS) for name in table.header)
+    header = shorten(HEADER_JOINER.join(names), MAX_PATH_CHARS)
     chunks: list[Chunk] = []
     for cells, line in zip(table.rows, table.row_lines, strict=True):
         metadata: dict[str, MetadataValue] = {
             **(extra or {}),
-            "entity_name": cells[0] if cells else "",
+            "entity_name": shorten(cells[0], MAX_HEADING_CHARS) if cells else "",
             "table_header": header,
         }
-        for text in row_texts(table.header, cells, line, chunk_size):
+        for text in row_texts(names, cells, line, chunk_size):
             chunks.append(Chunk(text, ContentType.TABLE, path, heading_level, metadata))
     return chunks
 

@@ -1,0 +1,228 @@
+"""Hostile input through the real `rag-mcp` (stdio) and `rag` against a hostile server.
+
+One test per input class: each asserts the outcome (one clear sentence or a bounded,
+correct result), the time it took, and that the server answers another call after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from tests.processes import rag, rag_json, rag_mcp, store_env, text_of, write_notes
+
+pytestmark = pytest.mark.slow
+
+
+def html(title: str, body: str, charset: str = "utf-8") -> str:
+    return (
+        f"<!doctype html><html><head><meta charset='{charset}'><title>{title}</title></head>"
+        f"<body>{body}</body></html>"
+    )
+
+
+def one_line(result: Any) -> str:
+    assert result.is_error, text_of(result)
+    text = text_of(result)
+    assert "\n" not in text.strip() and "Traceback" not in text, text
+    return text
+
+
+async def still_answers(client: Any) -> None:
+    start = time.monotonic()
+    stats = await client.call_tool("rag_stats", {})
+    assert not stats.is_error, text_of(stats)
+    assert time.monotonic() - start < 5
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return store_env(tmp_path)
+
+
+async def test_oversized_query_and_arguments(tmp_path: Path, env: dict[str, str]) -> None:
+    async with rag_mcp(env, tmp_path / "mcp.log") as client:
+        start = time.monotonic()
+        huge = await client.call_tool("rag_search", {"query": "りゅうおう" * 200_000})
+        assert "'query'" in one_line(huge) and "limit" in text_of(huge)
+        for args in (
+            {"query": "x", "bogus": 1},
+            {"query": 7},
+            {"query": "x", "n_results": 10**9},
+            {"query": "x", "n_results": 2.5},
+            {"query": "x", "mode": "everything"},
+        ):
+            one_line(await client.call_tool("rag_search", args))
+        long_url = await client.call_tool("rag_add", {"url": "http://a.example/" + "a" * 9000})
+        assert "'url'" in one_line(long_url)
+        assert time.monotonic() - start < 10
+        await still_answers(client)
+    cli = rag(env, "search", "a " * 60_000)  # near the OS limit for one argument
+    assert cli.returncode in (1, 2) and cli.stderr.count("\n") == 1, cli.stderr
+
+
+async def test_catastrophic_crawl_pattern(
+    tmp_path: Path, env: dict[str, str], httpserver: HTTPServer
+) -> None:
+    evil = "/" + "a" * 5000 + "b.html"
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    httpserver.expect_request("/index.html").respond_with_data(
+        html("links", f'<a href="{evil}">x</a><a href="/aaa.html">y</a>'), content_type="text/html"
+    )
+    httpserver.expect_request("/aaa.html").respond_with_data(
+        html("aaa", "<p>あいうえお</p>"), content_type="text/html"
+    )
+    async with rag_mcp(env, tmp_path / "mcp.log") as client:
+        start = time.monotonic()
+        crawled = await client.call_tool(
+            "rag_crawl", {"url": httpserver.url_for("/index.html"), "pattern": "(a+)+$"}
+        )
+        assert time.monotonic() - start < 20
+        assert not crawled.is_error, text_of(crawled)  # linear-time matching: no match, fast
+        backref = await client.call_tool(
+            "rag_crawl", {"url": httpserver.url_for("/index.html"), "pattern": r"(a)\1"}
+        )
+        one_line(backref)
+        await still_answers(client)
+
+
+async def test_hostile_pages_are_bounded_and_the_server_keeps_answering(
+    tmp_path: Path, env: dict[str, str], httpserver: HTTPServer
+) -> None:
+    cells = "".join(f"<td>セル{i}</td>" for i in range(120_000))  # one 2.8 MB line
+    pages = {
+        "/table.html": html("大きな表", f"<table><tr><th>名前</th></tr><tr>{cells}</tr></table>"),
+        "/title.html": html("題" * 100_000, "<p>本文です。</p>"),
+        "/deep.html": html("深い", "<div>" * 5000 + "奥の言葉" + "</div>" * 5000),
+        "/heading.md": "# " + "見出し" * 20_000 + "\n\n本文。\n",
+    }
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    for path, body in pages.items():
+        kind = "text/markdown" if path.endswith(".md") else "text/html"
+        httpserver.expect_request(path).respond_with_data(
+            body, content_type=f"{kind}; charset=utf-8"
+        )
+    async with rag_mcp(env, tmp_path / "mcp.log") as client:
+        await client.call_tool("rag_search", {"query": "warm up"})
+
+        async def searches(until: asyncio.Task[Any]) -> list[float]:
+            times = []
+            while not until.done():
+                start = time.monotonic()
+                found = await client.call_tool("rag_search", {"query": "本文"})
+                assert not found.is_error, text_of(found)
+                times.append(time.monotonic() - start)
+                await asyncio.sleep(0.05)
+            return times
+
+        for path in pages:
+            start = time.monotonic()
+            add = asyncio.create_task(
+                client.call_tool("rag_add", {"url": httpserver.url_for(path)})
+            )
+            times = await searches(add)
+            result = add.result()
+            took = time.monotonic() - start
+            assert took < 90, (path, took)
+            if result.is_error:
+                one_line(result)
+            assert max(times, default=0) < 3, (path, max(times))  # never frozen
+        titles = rag_json(env, "search", "本文", "--mode", "bm25")
+        for hit in titles["bm25_hits"]:
+            assert len(hit["title"]) <= 201 and len(hit["heading_path"]) <= 501
+        await still_answers(client)
+
+
+async def test_bogus_charset_and_binary_bodies(
+    tmp_path: Path, env: dict[str, str], httpserver: HTTPServer
+) -> None:
+    sjis = html("シフトJIS", "<p>しふとじすのぺーじ です</p>", charset="x-bogus-charset")
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    httpserver.expect_request("/bogus.html").respond_with_data(
+        sjis.encode("shift_jis"), content_type="text/html; charset=x-bogus-charset"
+    )
+    httpserver.expect_request("/binary.html").respond_with_data(
+        b"%PDF-1.7\n" + bytes(range(256)) * 200, content_type="text/html"
+    )
+    async with rag_mcp(env, tmp_path / "mcp.log") as client:
+        ok = await client.call_tool("rag_add", {"url": httpserver.url_for("/bogus.html")})
+        assert not ok.is_error, text_of(ok)
+        found = rag_json(env, "search", "しふとじすのぺーじ", "--mode", "bm25")
+        assert found["bm25_hits"], found
+        refused = await client.call_tool("rag_add", {"url": httpserver.url_for("/binary.html")})
+        assert "binary" in one_line(refused).lower()
+        await still_answers(client)
+    assert "PDF" not in str(rag_json(env, "stats")["sources"])
+
+
+def test_a_folder_with_bad_files(tmp_path: Path, env: dict[str, str]) -> None:
+    folder = tmp_path / "notes"
+    good = write_notes(folder, "nu", 3)
+    gone = folder / "to-delete.md"
+    gone.write_text("# 消える\n\nすぐに消えるファイル。\n", encoding="utf-8")
+    assert rag(env, "index", str(folder)).returncode == 0
+    gone.unlink()
+    (folder / "charset.html").write_bytes(
+        b"<html><head><meta charset='no-such-charset-123'><title>t</title></head>"
+        + "<body><p>文字コード不明のページ</p></body></html>".encode()
+    )
+    (folder / "deep.html").write_text(
+        "<html><body>" + "<div>" * 6000 + "深い" + "</div>" * 6000 + "</body></html>"
+    )
+    (folder / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 100)
+    start = time.monotonic()
+    done = rag(env, "index", str(folder))
+    assert time.monotonic() - start < 120
+    assert done.returncode in (0, 3), done.stderr
+    stats = rag_json(env, "stats")
+    assert {p.as_uri() for p in good} <= set(stats["sources"])
+    assert gone.as_uri() not in stats["sources"]  # still pruned
+    assert (folder / "binary.md").as_uri() not in stats["sources"]
+    if done.returncode == 3:  # each failed file is listed with its reason, one line each
+        errors = [ln for ln in done.stderr.splitlines() if ln.startswith("  error: ")]
+        assert errors and all("Traceback" not in ln for ln in errors)
+        assert any("binary.md" in ln for ln in errors)
+
+
+async def test_ipv4_translated_ipv6_is_refused_before_any_connection(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    env = store_env(tmp_path, RAG_ALLOW_PRIVATE_NETWORK="false")
+    port = httpserver.port
+    async with rag_mcp(env, tmp_path / "mcp.log") as client:
+        for host in ("[::ffff:0:7f00:1]", "[::ffff:127.0.0.1]", "[64:ff9b::7f00:1]", "127.0.0.1"):
+            refused = await client.call_tool("rag_add", {"url": f"http://{host}:{port}/x"})
+            one_line(refused)
+        await still_answers(client)
+    assert len(httpserver.log) == 0
+
+
+async def test_huge_robots_txt_is_read_within_its_first_500_kib(
+    tmp_path: Path, env: dict[str, str], httpserver: HTTPServer
+) -> None:
+    filler = "".join(f"Disallow: /nothing-{i}/\n" for i in range(40_000))  # ~1 MB
+    robots = "User-agent: *\nDisallow: /private/\n" + filler + "Disallow: /late/\n"
+    hits: list[str] = []
+
+    def page(request: Request) -> Response:
+        hits.append(request.path)
+        return Response(html("p", "<p>ページ</p>"), content_type="text/html; charset=utf-8")
+
+    httpserver.expect_request("/robots.txt").respond_with_data(robots, content_type="text/plain")
+    for path in ("/private/a.html", "/late/b.html"):
+        httpserver.expect_request(path).respond_with_handler(page)
+    async with rag_mcp(env, tmp_path / "mcp.log") as client:
+        start = time.monotonic()
+        blocked = await client.call_tool("rag_add", {"url": httpserver.url_for("/private/a.html")})
+        assert "robots" in one_line(blocked).lower()
+        late = await client.call_tool("rag_add", {"url": httpserver.url_for("/late/b.html")})
+        assert not late.is_error, text_of(late)  # a rule past 500 KiB is not read
+        assert time.monotonic() - start < 20
+        await still_answers(client)
+    assert hits == ["/late/b.html"]

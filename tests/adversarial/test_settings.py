@@ -1,0 +1,72 @@
+"""Settings: every value `.env.example` documents is accepted; nonsense is one line."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rag_app.config import SettingsError, load_settings
+from tests.processes import RAG, full_env
+
+EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"
+LINE = re.compile(r"^#?\s*([A-Z][A-Z0-9_]+)=(.*)$")
+
+
+def documented() -> list[tuple[str, str]]:
+    """Every NAME=value of .env.example, commented-out ones included."""
+    out = []
+    for raw in EXAMPLE.read_text(encoding="utf-8").splitlines():
+        match = LINE.match(raw.strip())
+        if match:
+            out.append((match.group(1), match.group(2).strip()))
+    return out
+
+
+def test_every_documented_value_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = documented()
+    assert len(values) > 40
+    for name, value in values:
+        if name in ("EMBEDDING_PROVIDER", "RAG_URL_SAFETY_CHECK"):
+            continue  # their documented values need a key; each is checked alone below
+        monkeypatch.setenv(name, value)
+    load_settings()
+    for name, value in values:  # and each one alone, empty values included
+        monkeypatch.setenv(name, value)
+        if name == "EMBEDDING_PROVIDER" and value == "online":
+            continue
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RAG_VECTOR_WEIGHT", "inf"),
+        ("RAG_CRAWL_TIMEOUT_SEC", "inf"),
+        ("RAG_CRAWL_DELAY_SEC", "nan"),
+        ("RAG_BM25_K1", "-1"),
+        ("RAG_CHUNK_SIZE", "ten"),
+        ("RAG_COLLECTION_NAME", "a"),
+        ("RAG_COLLECTION_NAME", "bad name/with slash"),
+        ("RAG_SERVICE_IDLE_SEC", "-5"),
+        ("RAG_CHUNK_OVERLAP", "500"),
+    ],
+)
+def test_nonsense_is_one_line_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    message = str(info.value)
+    assert "\n" not in message and (name in message or "RAG_CHUNK" in message), message
+
+
+def test_the_command_line_says_it_in_one_line(tmp_path: Path) -> None:
+    for name, value in (("RAG_VECTOR_WEIGHT", "inf"), ("CHROMADB_PERSIST_DIR", "/proc/nope")):
+        env = full_env({name: value, "BM25_PERSIST_DIR": str(tmp_path / "bm25")})
+        done = subprocess.run([RAG, "stats"], env=env, capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 1
+        assert done.stderr.count("\n") == 1 and name in done.stderr, done.stderr
