@@ -80,6 +80,9 @@ def stop_services_under(root: Path, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     for pid in alive:
         while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):  # a child of this process: reap it
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    break
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:

@@ -153,9 +153,9 @@ def test_kill_9_at_random_moments_loses_nothing_reported_committed(tmp_path: Pat
     folder = tmp_path / "notes"
     victims = []
     for round_no in range(20):
-        write_notes(folder, f"r{round_no:02d}x", 6, words=5)  # new work every round
+        write_notes(folder, f"r{round_no:02d}x", 4, words=4)  # new work every round
         proc = rag_async(env, "index", str(folder))
-        time.sleep(rng.uniform(0.2, 2.5))
+        time.sleep(rng.uniform(0.2, 2.0))
         victim = "owner" if round_no % 3 != 2 else "client"
         pid = owner_pid(env) if victim == "owner" else proc.pid
         if pid is not None and proc.poll() is None:
