@@ -16,8 +16,9 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -94,12 +95,12 @@ def delta_arrays(
     }
 
 
-def write_segment(directory: Path, name: str, arrays: dict[str, np.ndarray]) -> None:
-    """Write one immutable segment under a temp name, then rename it into place."""
+def _atomic_write(directory: Path, name: str, write: Callable[[BinaryIO], None]) -> None:
+    """Write a file under a temp name, fsync it, rename it into place, fsync the folder."""
     tmp = directory / f"{TMP_PREFIX}{name}-{uuid.uuid4().hex[:8]}"
     try:
         with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, directory / name)
@@ -109,19 +110,15 @@ def write_segment(directory: Path, name: str, arrays: dict[str, np.ndarray]) -> 
     fsync_dir(directory)
 
 
+def write_segment(directory: Path, name: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write one immutable segment."""
+    _atomic_write(directory, name, lambda fh: np.savez(fh, **arrays))
+
+
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     """Atomically replace the manifest: the commit point of a save."""
-    tmp = directory / f"{TMP_PREFIX}{MANIFEST}-{uuid.uuid4().hex[:8]}"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(json.dumps(manifest, indent=1, ensure_ascii=False).encode())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, directory / MANIFEST)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(directory)
+    data = json.dumps(manifest, indent=1, ensure_ascii=False).encode()
+    _atomic_write(directory, MANIFEST, lambda fh: fh.write(data))  # type: ignore[func-returns-value]
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:
