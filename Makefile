@@ -22,6 +22,7 @@ demo: setup
 	$(DEMO_ENV) $(BIN)/rag search "how do I run several coroutines at once?"
 	$(DEMO_ENV) $(BIN)/rag search "ロトのつるぎ" --mode separate
 	$(DEMO_ENV) $(BIN)/rag stats
+	$(DEMO_ENV) $(BIN)/rag service stop
 
 lint: setup
 	$(BIN)/ruff format --check .

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -69,27 +70,33 @@ def _preview(text: str) -> str:
     return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
 
 
-def _print_hits(title: str, hits: Sequence[Hit]) -> None:
+def _print_hits(title: str, hits: Sequence[Hit], side: str = "fused") -> None:
+    """One block of hits; the first score named is the one the list is ranked by."""
     print(title)
     if not hits:
-        print("  該当する情報が見つかりませんでした (no results)")
+        print("  no results")
         return
     for rank, h in enumerate(hits, 1):
         where = f" [{h.heading_path}]" if h.heading_path else ""
-        print(
-            f"  {rank}. combined={_fmt(h.combined_score)} distance={_fmt(h.vector_distance)} "
-            f"bm25={_fmt(h.bm25_score, 2)}  {h.source_url}{where}"
-        )
+        distance, bm25 = _fmt(h.vector_distance), _fmt(h.bm25_score, 2)
+        if side == "vector":
+            scores = f"distance={distance} bm25={bm25}"
+        elif side == "bm25":
+            scores = f"bm25={bm25} distance={distance}"
+        else:
+            scores = f"combined={_fmt(h.combined_score)} distance={distance} bm25={bm25}"
+        print(f"  {rank}. {scores}  {h.source_url}{where}")
         print(f"     {_preview(h.text)}")
 
 
 def print_result(result: RetrievalResult) -> None:
     """Human-readable search output: rank, scores, source, preview."""
     if result.mode == "separate":
-        _print_hits(f"Vector results for {result.query!r}:", result.vector_hits)
-        _print_hits(f"BM25 results for {result.query!r}:", result.bm25_hits)
+        _print_hits(f"Vector results for {result.query!r}:", result.vector_hits, "vector")
+        _print_hits(f"BM25 results for {result.query!r}:", result.bm25_hits, "bm25")
     else:
-        _print_hits(f"Results for {result.query!r} ({result.mode}):", result.hits)
+        title = f"Results for {result.query!r} ({result.mode}):"
+        _print_hits(title, result.hits, result.mode)
     total = result.timings.get("total")
     if total is not None:
         print(f"  ({total:.1f} ms)")
@@ -245,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rag", description="Knowledge base: index, crawl and search web pages and documents."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log INFO messages")
+    parser.add_argument("--version", action="version", version=f"rag {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("index", help="index a folder of .md/.html/.txt files (incremental)")
@@ -303,8 +311,18 @@ async def _run(args: argparse.Namespace) -> int:
         await kb.aclose()
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rag-knowledge")
+    except PackageNotFoundError:
+        return "0"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `rag`; errors are one line on stderr and a non-zero exit."""
+    """Entry point of `rag`; errors are one line on stderr and a non-zero exit
+    (0 ok, 1 error, 2 usage, 3 partial failure, 130 interrupted)."""
     args = build_parser().parse_args(argv)
     if getattr(args, "query", None) is not None and not args.query.strip():
         print("error: the query is empty; type what you are looking for.", file=sys.stderr)
@@ -320,6 +338,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `rag search … | head`: the reader left; say nothing
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
