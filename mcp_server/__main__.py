@@ -16,6 +16,15 @@ DEFAULT_PORT = 8765
 logger = logging.getLogger("mcp_server")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rag-knowledge")
+    except PackageNotFoundError:
+        return "0"
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="rag-mcp",
@@ -35,6 +44,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})"
     )
+    parser.add_argument("--version", action="version", version=f"rag-mcp {_version()}")
     parser.add_argument(
         "--log-level",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),

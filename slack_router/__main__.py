@@ -6,15 +6,11 @@ exit code 2; Slack rejecting the tokens is one line and exit code 1.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import sys
-
-from slack_sdk.errors import SlackApiError
-
-from slack_router.bot import build_mcp, check_tokens, run_bot
-from slack_router.mcp_config import MCPConfigError
-from slack_router.settings import SlackSettingsError, load_slack_settings
+from collections.abc import Sequence
 
 
 def _fail(message: str, code: int) -> None:
@@ -22,8 +18,30 @@ def _fail(message: str, code: int) -> None:
     raise SystemExit(code)
 
 
-def main() -> None:
-    """Console script entry point."""
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rag-knowledge")
+    except PackageNotFoundError:
+        return "0"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console script entry point (arguments are read before anything heavy is imported)."""
+    parser = argparse.ArgumentParser(
+        prog="rag-slack",
+        description="Run the Slack bot over Socket Mode (settings from the environment and "
+        ".env: SLACK_BOT_TOKEN, SLACK_APP_TOKEN, MCP_ENABLED, MCP_SERVERS_CONFIG, LLM_*).",
+    )
+    parser.add_argument("--version", action="version", version=f"rag-slack {_version()}")
+    parser.parse_args(argv)
+    from slack_sdk.errors import SlackApiError
+
+    from slack_router.bot import build_mcp, check_tokens, run_bot
+    from slack_router.mcp_config import MCPConfigError
+    from slack_router.settings import SlackSettingsError, load_slack_settings
+
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -115,7 +115,7 @@ def test_main_without_tokens_exits_2_with_one_line(
     clean_env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main()
+        main([])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
@@ -128,7 +128,7 @@ def test_main_with_swapped_tokens_says_which(
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xapp-1-abc")
     monkeypatch.setenv("SLACK_APP_TOKEN", "xoxb-123")
     with pytest.raises(SystemExit) as exit_info:
-        main()
+        main([])
     assert exit_info.value.code == 2
     assert "SLACK_BOT_TOKEN must be the bot token" in capsys.readouterr().err
 
@@ -141,7 +141,7 @@ def test_main_with_missing_mcp_config_exits_2(
     monkeypatch.setenv("MCP_ENABLED", "true")
     monkeypatch.setenv("MCP_SERVERS_CONFIG", str(clean_env / "nope.json"))
     with pytest.raises(SystemExit) as exit_info:
-        main()
+        main([])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "nope.json not found" in err
@@ -152,7 +152,7 @@ def test_invalid_setting_is_one_line(
 ) -> None:
     monkeypatch.setenv("MCP_ENABLED", "maybe")
     with pytest.raises(SystemExit) as exit_info:
-        main()
+        main([])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("rag-slack: Invalid setting MCP_ENABLED") and len(err.splitlines()) == 1
