@@ -30,6 +30,7 @@ from rag_app.crawl.pages import CrawledPage, NotModified, utc_now_iso
 from rag_app.embeddings import get_embed_model
 from rag_app.errors import (
     CrawlError,
+    EmbeddingMismatchError,
     EmptyQueryError,
     RAGError,
     StoreUnavailableError,
@@ -150,17 +151,31 @@ class KnowledgeBase:
         self._owner_lock: StoreOwnerLock | None = None
         self._take_ownership = take_ownership
         self.open_timings: dict[str, float] = {}
+        self.model_mismatch: EmbeddingMismatchError | None = None
         self._write_lock = asyncio.Lock()
         self._open_lock = asyncio.Lock()
         self.parser = StructuredNodeParser.from_settings(self.settings)
 
     # --- opening ----------------------------------------------------------
     @_storage_guard
-    async def open(self) -> KnowledgeBase:
-        """Open the store (idempotent): take ownership, load BM25, catch up with Chroma."""
+    async def open(self, *, allow_model_mismatch: bool = False) -> KnowledgeBase:
+        """Open the store (idempotent): take ownership, load BM25, catch up with Chroma.
+
+        A store built with another embedding model raises `EmbeddingMismatchError`, or with
+        `allow_model_mismatch` opens anyway: then only `reindex`, `stats` and `check` work,
+        and everything else answers with that error (a store service must stay up so that
+        `rag reindex` can fix it)."""
         async with self._open_lock:
             if self._store is None:
-                await asyncio.to_thread(self._open_sync)
+                try:
+                    await asyncio.to_thread(self._open_sync)
+                except EmbeddingMismatchError as err:
+                    if not allow_model_mismatch:
+                        raise
+                    await asyncio.to_thread(self._open_sync, False)
+                    self.model_mismatch = err
+        if self.model_mismatch is not None and not allow_model_mismatch:
+            raise self.model_mismatch
         return self
 
     def _open_sync(self, check_model: bool = True) -> None:
@@ -600,7 +615,7 @@ class KnowledgeBase:
     @_storage_guard
     async def stats(self) -> KBStats:
         """Totals and the list of sources (every source that has chunks)."""
-        await self.open()
+        await self.open(allow_model_mismatch=True)
         s = self.settings
         if self.store.poll_changes:
             await asyncio.to_thread(self.store.catch_up)
@@ -622,7 +637,7 @@ class KnowledgeBase:
     @_storage_guard
     async def check(self, repair: bool = False) -> CheckReport:
         """Compare BM25 with Chroma chunk by chunk (and repair with `repair`)."""
-        await self.open()
+        await self.open(allow_model_mismatch=True)
         async with self._write_lock:
             return await asyncio.to_thread(self.store.check, repair)
 
@@ -639,6 +654,7 @@ class KnowledgeBase:
                 await asyncio.to_thread(self._open_sync, False)
         async with self._write_lock:
             count = await asyncio.to_thread(self._reindex_sync, progress)
+        self.model_mismatch = None
         if self.settings.embedding_provider == "builtin":
             await asyncio.to_thread(self._warm_up)
         return count
@@ -648,6 +664,7 @@ class KnowledgeBase:
         store = self.store
         dim = _embedding_dimension(self.embed_model)
         name = s.rag_collection_name
+        store.reopen_chunks()  # the pointer as it is now (another machine may have switched)
         old_name = store.chroma.collection.name
         leftovers = (f"{name}__", f"{name}-reindex")  # of an interrupted reindex
         for c in store.client.list_collections():

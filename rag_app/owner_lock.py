@@ -79,13 +79,14 @@ class StoreOwnerLock:
     def held(self) -> bool:
         return bool(self._held) and len(self._held) == len(self._locks)
 
-    def acquire(self) -> None:
-        """Take every lock or none; raise `StoreBusyError` naming the owner if one is held."""
+    def acquire(self, timeout: float = 0) -> None:
+        """Take every lock or none (waiting up to `timeout` s for each); raise
+        `StoreBusyError` naming the owner if one is held."""
         for d in self.dirs:
             d.mkdir(parents=True, exist_ok=True)
         try:
             for lock in self._locks:
-                lock.acquire()
+                lock.acquire(timeout=timeout)
                 self._held.append(lock)
         except Timeout:
             self.release()

@@ -264,3 +264,70 @@ async def test_crawl_state_lives_as_long_as_the_server(
     stamps = sorted(t for _, t in hits)  # the per-domain delay held across calls
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     assert min(gaps) >= 0.35, gaps
+
+
+def test_the_documented_relative_folders_work_from_any_directory(tmp_path: Path) -> None:
+    env = store_env(tmp_path, CWD=str(tmp_path))
+    del env["CHROMADB_PERSIST_DIR"], env["BM25_PERSIST_DIR"]  # ./chroma_db, ./bm25_index
+    notes = write_notes(tmp_path / "notes", "xi", 1)
+    done = rag(env, "index", str(tmp_path / "notes"))
+    assert done.returncode == 0, done.stderr
+    found = rag_json(env, "search", "xi0tok1")
+    assert notes[0].as_uri() in sources_of(found)
+    assert (tmp_path / "chroma_db" / ".rag-owner.json").exists()
+
+
+def test_reindex_runs_through_the_service_after_a_model_change(tmp_path: Path) -> None:
+    import chromadb
+
+    env = store_env(tmp_path)
+    notes = write_notes(tmp_path / "notes", "omi", 2)
+    assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+    assert rag(env, "service", "stop").returncode == 0
+    client = chromadb.PersistentClient(path=env["CHROMADB_PERSIST_DIR"])
+    col = client.get_collection("knowledge")
+    col.modify(metadata={"embedding_model": "an-older-model", "embedding_dimension": 384})
+    del col, client
+    refused = rag(env, "search", "omi1tok0")
+    assert refused.returncode == 1 and "rag reindex" in refused.stderr, refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert rag_json(env, "stats")["total_chunks"] > 0  # stats still answer
+    fixed = rag(env, "reindex")
+    assert fixed.returncode == 0, fixed.stderr
+    assert notes[1].as_uri() in sources_of(rag_json(env, "search", "omi1tok0"))
+
+
+def test_a_process_on_a_dead_owners_port_is_not_trusted(tmp_path: Path) -> None:
+    import http.server
+    import threading
+
+    env = store_env(tmp_path)
+    assert rag(env, "stats").returncode == 0
+    info = json.loads((tmp_path / "chroma_db" / ".rag-owner.json").read_text())
+    os.kill(info["pid"], signal.SIGKILL)
+    wait_gone(info["pid"])
+    asked: list[str] = []
+
+    class Impostor(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            asked.append(self.path)
+            body = json.dumps({"state": "ready", "fingerprint": {}, "proof": "x"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", info["port"]), Impostor)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        done = rag(env, "stats", "--json")
+        assert done.returncode == 0, done.stderr
+        assert all(p.startswith("/v1/health") for p in asked), asked  # never sent a request
+        assert owner_pid(env) not in (None, info["pid"])  # a new, real owner answered
+    finally:
+        server.shutdown()

@@ -140,12 +140,13 @@ class Cursor:
         return sorted(fresh, key=lambda c: (c.ts_ms, c.origin, c.seq))
 
     def claim(self, origin: str, seq: int) -> None:
-        """Mark a writer's entries up to `seq` as applied (a writer's own, as it writes)."""
+        """Mark a writer's entries up to `seq` as applied (a writer's own, as it writes).
+
+        The read position (`ts_ms`) does not move: only entries actually read may move it,
+        or another writer's entries older than this write would never be read."""
         last = self.origins.get(origin, [0, 0])
-        now = now_ms()
-        self.ts_ms = max(self.ts_ms, now)
         if seq > last[0]:
-            self.origins[origin] = [seq, now]
+            self.origins[origin] = [seq, now_ms()]
 
     def advance(self, entries: list[Change]) -> None:
         for e in entries:

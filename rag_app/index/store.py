@@ -29,7 +29,14 @@ from chromadb.api import ClientAPI
 from llama_index.core.schema import BaseNode, TextNode
 
 from rag_app.index.bm25_index import BM25Document, BM25Index
-from rag_app.index.change_log import RETENTION_MS, Change, ChangeLog, Cursor, now_ms
+from rag_app.index.change_log import (
+    RETENTION_MS,
+    SKEW_MS,
+    Change,
+    ChangeLog,
+    Cursor,
+    now_ms,
+)
 from rag_app.index.chroma_store import ChromaStore, SourceRecord
 from rag_app.results import CheckReport
 
@@ -46,11 +53,11 @@ def bm25_text(node: BaseNode) -> str:
 
 
 def _dangling(entries: list[Change]) -> list[str]:
-    """Sources whose last entry from a writer is a `begin` (the writer stopped mid-write)."""
-    last: dict[tuple[str, str], str] = {}
-    for e in entries:
-        last[(e.origin, e.source)] = e.op
-    return sorted({src for (_, src), op in last.items() if op == "begin"})
+    """Sources whose latest entry is a `begin` (its writer stopped mid-write), oldest first."""
+    last: dict[str, str] = {}
+    for e in sorted(entries, key=lambda c: (c.ts_ms, c.origin, c.seq)):
+        last[e.source] = e.op
+    return sorted(src for src, op in last.items() if op == "begin" and src != "*")
 
 
 def bm25_doc(node: BaseNode) -> BM25Document:
@@ -96,7 +103,11 @@ class KnowledgeStore:
             if self.bm25.needs_rebuild:
                 self.rebuild_bm25()
                 return len(self.bm25)
-            synced = self.catch_up(force=True, close_dangling=True)
+            synced = self.catch_up(force=True)
+            self.close_dangling()
+            if not self.poll_changes:  # the only writer: nothing older can still arrive
+                self._cursor.ts_ms = max(self._cursor.ts_ms, now_ms() - SKEW_MS)
+                self.bm25.set_cursor(self._cursor.to_state())
             stale = self._cursor.ts_ms and self._cursor.ts_ms < now_ms() - RETENTION_MS
             if stale or len(self.bm25) != self.chroma.count():
                 report = self.check(repair=True)
@@ -169,7 +180,7 @@ class KnowledgeStore:
     ) -> int:
         """Make `source` hold exactly `nodes` (embedded); returns how many stale were removed."""
         with self._write_lock, self._timed_write():
-            self.log.append([source], "begin")
+            begin = self.log.append([source], "begin")
             before = set(self.chroma.ids_for_source(source)) | set(self.chunk_ids(source))
             if nodes:
                 self.chroma.upsert_nodes(nodes)
@@ -177,25 +188,25 @@ class KnowledgeStore:
             if stale:
                 self.chroma.delete_ids(stale)
             self.bm25.replace_source(
-                source, [bm25_doc(n) for n in nodes], cursor=self._claim_next(), tokens=tokens
+                source, [bm25_doc(n) for n in nodes], cursor=self._claim(begin), tokens=tokens
             )
             if record is not None and nodes:
                 self.chroma.put_source(record)
             else:
                 self.chroma.delete_source_record(source)
-            self.log.append([source], "write")
+            self._claim(self.log.append([source], "write"))  # saved with the next BM25 save
             return len(stale)
 
     def delete_source(self, source: str) -> int:
         """Remove a source's record and chunks; returns the chunk count."""
         with self._write_lock, self._timed_write():
-            self.log.append([source], "begin")
+            begin = self.log.append([source], "begin")
             ids = sorted(set(self.chunk_ids(source)) | set(self.chroma.ids_for_source(source)))
             self.chroma.delete_source_record(source)
             if ids:
                 self.chroma.delete_ids(ids)
-            self.bm25.delete_source(source, cursor=self._claim_next())
-            self.log.append([source], "delete")
+            self.bm25.delete_source(source, cursor=self._claim(begin))
+            self._claim(self.log.append([source], "delete"))
             return len(ids)
 
     @contextlib.contextmanager
@@ -214,20 +225,18 @@ class KnowledgeStore:
                 faulthandler.cancel_dump_traceback_later()
             self.write_started = None
 
-    def _claim_next(self) -> dict[str, object]:
-        """The cursor once this write's closing entry is in: saved with the BM25 change,
-        so a restart does not re-sync what this process already applied."""
-        self._cursor.claim(self.log.origin, self.log.peek_seq())
+    def _claim(self, entries: list[Change]) -> dict[str, object]:
+        """Mark this process's own entries as applied; the state to save with BM25.
+
+        Only entries already written are claimed: a crash before a closing entry leaves
+        the `begin` entry as the last one, which the next start closes for everyone."""
+        for entry in entries:
+            self._cursor.claim(entry.origin, entry.seq)
         return self._cursor.to_state()
 
     # -------------------------------------------------------------- catching up
-    def catch_up(self, force: bool = False, close_dangling: bool = False) -> int:
-        """Apply other writers' changes to BM25; returns how many sources were re-synced.
-
-        With `close_dangling` (at start), a source whose writer stopped between its
-        `begin` and its closing entry gets a closing entry now, so every other reader
-        re-syncs it too.
-        """
+    def catch_up(self, force: bool = False) -> int:
+        """Apply other writers' changes to BM25; returns how many sources were re-synced."""
         if not (self.poll_changes or force):
             return 0
         with self._sync_lock:
@@ -243,14 +252,25 @@ class KnowledgeStore:
                 for source in sources:
                     self.sync_source(source)
                 self._cursor.advance(entries)
-                dangling = _dangling(entries) if close_dangling else []
-                if dangling:
-                    self._cursor.claim(self.log.origin, self.log.peek_seq() + len(dangling) - 1)
                 self.bm25.set_cursor(self._cursor.to_state())
-                self.log.append(dangling, "write")
             if sources:
                 logger.info("Caught up with %d changed sources from other writers.", len(sources))
             return len(sources)
+
+    def close_dangling(self) -> None:
+        """At start: a source whose writer stopped between `begin` and its closing entry
+        (this machine's previous run included) gets a closing entry, so every other reader
+        re-syncs it; this process re-syncs it first."""
+        window = self.log.since(max(0, self._cursor.ts_ms - SKEW_MS))
+        own = self.log.origin
+        dangling = _dangling([e for e in window if e.origin != own])
+        if not dangling:
+            return
+        with self._write_lock:
+            for source in dangling:
+                self.sync_source(source)
+            self.bm25.set_cursor(self._claim(self.log.append(dangling, "write")))
+        logger.info("Closed %d writes that a stopped writer left open.", len(dangling))
 
     def sync_source(self, source: str) -> None:
         """Make BM25 hold exactly Chroma's chunks of `source` (and drop an orphan record)."""

@@ -52,8 +52,11 @@ class StoreClient:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
+            # The service sends a line at least every few seconds (progress or heartbeat),
+            # so silence this long means it hangs.
+            silent = max(60.0, 2 * self.settings.rag_store_stall_sec)
             self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=silent),
                 read_bufsize=1 << 20,
             )
         return self._session
@@ -102,6 +105,8 @@ class StoreClient:
                     if not raw.strip():
                         continue
                     message = json.loads(raw)
+                    if "heartbeat" in message:
+                        continue
                     if "progress" in message:
                         if progress is not None:
                             done, total = message["progress"]
@@ -112,6 +117,11 @@ class StoreClient:
                         raise protocol.error_from(message["error"])
         except (aiohttp.ClientConnectorError, RAGError, _Unauthorised):
             raise
+        except TimeoutError:
+            raise ServiceError(
+                "The store service stopped answering; see `rag service status` and its log "
+                "(.rag-service.log in the store folder)."
+            ) from None
         except (aiohttp.ClientError, ConnectionError, ValueError) as err:
             raise _Lost from err
         raise _Lost

@@ -16,8 +16,10 @@ at once start one owner.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -74,22 +76,29 @@ def service_env(settings: RAGSettings) -> dict[str, str]:
 
 
 async def _health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
-    """The owner's health answer, or None when it cannot be reached."""
+    """The owner's health answer, or None when it cannot be reached or cannot prove that
+    it holds the token (a process that took over a dead owner's port is not trusted, and
+    is never sent the token)."""
     import aiohttp
 
-    url = f"http://127.0.0.1:{int(info.get('port', 0))}{protocol.API}/health"
-    headers = {protocol.TOKEN_HEADER: f"Bearer {info.get('token', '')}"}
+    nonce = secrets.token_hex(16)
+    url = f"http://127.0.0.1:{int(info.get('port', 0))}{protocol.API}/health?nonce={nonce}"
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-            session.get(url, headers=headers) as resp,
+            session.get(url) as resp,
         ):
             if resp.status != 200:
                 return None
             data = await resp.json()
-            return data if isinstance(data, dict) else None
     except (aiohttp.ClientError, TimeoutError, ValueError, OSError):
         return None
+    if not isinstance(data, dict):
+        return None
+    expected = protocol.proof(str(info.get("token", "")), nonce)
+    if not hmac.compare_digest(str(data.get("proof", "")), expected):
+        return None
+    return data
 
 
 async def _post_shutdown(info: dict[str, Any]) -> None:
@@ -108,15 +117,16 @@ async def _post_shutdown(info: dict[str, Any]) -> None:
 
 
 def _log_tail(primary: Path) -> str:
-    """The last meaningful line the owner logged (why it stopped)."""
+    """Why the owner stopped: its last ERROR line (without time and level), if any."""
     try:
         lines = (primary / LOG_NAME).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return ""
-    for text in reversed(lines[-50:]):
-        text = text.strip()
-        if text and not text.startswith(("Traceback", "File ", "^")):
-            return text
+    for text in reversed(lines[-200:]):
+        if " ERROR " in text:
+            return text.split(": ", 1)[-1].strip()
+        if text.startswith("rag-store: "):
+            return text.removeprefix("rag-store: ").strip()
     return ""
 
 
@@ -165,6 +175,10 @@ async def find_owner(settings: RAGSettings) -> dict[str, Any]:
     asked_to_stop = False
     while True:
         info = read_info(primary)
+        if info.get("state") == "failed" and info.get("pid") and _pid_alive(int(info["pid"])):
+            raise ServiceError(
+                f"The store service could not open the knowledge base: {info.get('error')}"
+            )
         health = await _health(info) if info else None
         if health is not None:
             state = health.get("state")

@@ -8,7 +8,9 @@ Light on purpose: clients import this without LlamaIndex or Chroma.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+from pathlib import Path
 from typing import Any
 
 from rag_app import errors
@@ -18,6 +20,7 @@ API = "/v1"
 TOKEN_HEADER = "Authorization"
 PROTOCOL_VERSION = 1
 
+_FOLDERS = ("chromadb_persist_dir", "bm25_persist_dir")  # compared as absolute paths
 _SECRETS = ("openai_api_key", "google_safe_browsing_api_key", "rag_mcp_token")
 # Shape one query or one client only: never a reason to restart the owner.
 _CLIENT_ONLY = frozenset(
@@ -37,6 +40,8 @@ def fingerprint(settings: RAGSettings) -> dict[str, str]:
     for name, value in sorted(settings.model_dump().items()):
         if name in _CLIENT_ONLY:
             continue
+        if name in _FOLDERS and value:
+            value = str(Path(value).expanduser().resolve())
         text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
         if name in _SECRETS and value:
             text = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -109,3 +114,8 @@ def error_from(payload: dict[str, Any]) -> errors.RAGError:
     if not payload.get("user_error"):
         message = f"The store service failed ({name}: {message}); see its log."
     return RemoteError(message, status if isinstance(status, int) else None)
+
+
+def proof(token: str, nonce: str) -> str:
+    """What only the holder of the owner's token can answer to a client's nonce."""
+    return hmac.new(token.encode(), nonce.encode(), hashlib.sha256).hexdigest()

@@ -35,6 +35,8 @@ logger = logging.getLogger("rag_app.service")
 Progress = Callable[[int, int], None]
 Work = Callable[[dict[str, Any], Progress], Awaitable[Any]]
 GRACE_SEC = 10.0
+HEARTBEAT_SEC = 5.0
+FAILED_LINGER_SEC = 3.0  # a line at least this often, so clients can tell slow from gone
 
 
 def _version() -> str:
@@ -70,7 +72,7 @@ class StoreService:
             )
             return 2
         try:
-            lock.acquire()
+            lock.acquire(timeout=2.0)  # a client probing the lock holds it for a moment
         except StoreBusyError as err:
             print(f"rag-store: {err}", file=sys.stderr)
             return 3
@@ -102,20 +104,23 @@ class StoreService:
             await self.stop.wait()
         except BaseException as err:  # opening failed: say so to waiting clients, then exit
             logger.error("The store could not be opened: %s", err)
+            lock.write_info({**info, "state": "failed", "error": str(err)})
+            await asyncio.sleep(FAILED_LINGER_SEC)  # waiting clients read why, then we go
             code = 1
         finally:
             await self._drain()
             watcher.cancel()
             lock.clear_info()
             await runner.cleanup()
-            wedged = self._write_in_progress()
+            wedged = self.inflight > 0 or self._write_in_progress()
             if self.kb is not None and not wedged:
                 await self.kb.aclose()
-            lock.release()
-            logger.info("Store service %d stopped.", os.getpid())
-            if wedged:  # a thread stuck in a store call would keep the process alive
+            if wedged:  # work still runs in a thread: exit holding the lock (the OS drops it)
+                logger.error("Store service %d stopped with work in progress.", os.getpid())
                 logging.shutdown()
                 os._exit(75)
+            lock.release()
+            logger.info("Store service %d stopped.", os.getpid())
         return code
 
     def _write_in_progress(self) -> bool:
@@ -130,7 +135,7 @@ class StoreService:
 
         try:
             kb = await asyncio.to_thread(build)
-            await kb.open()
+            await kb.open(allow_model_mismatch=True)  # `rag reindex` must be able to run
         except BaseException as err:
             self.open_error = err
             self.ready.set()
@@ -177,15 +182,19 @@ class StoreService:
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path == f"{protocol.API}/health":
+            return await handler(request)  # answers only with a proof of the token
         given = request.headers.get(protocol.TOKEN_HEADER, "")
         if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
             return web.json_response({"error": "unauthorised"}, status=401)
         return await handler(request)
 
-    async def _health(self, _request: web.Request) -> web.Response:
+    async def _health(self, request: web.Request) -> web.Response:
         state = "ready" if self.kb is not None else "failed" if self.open_error else "starting"
+        nonce = request.query.get("nonce", "")[:128]
         return web.json_response(
             {
+                "proof": protocol.proof(self.token, nonce),
                 "state": state,
                 "pid": os.getpid(),
                 "inflight": self.inflight,
@@ -214,10 +223,15 @@ class StoreService:
             alive = True
             while not task.done():
                 getter = asyncio.ensure_future(queue.get())
-                await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    {task, getter}, timeout=HEARTBEAT_SEC, return_when=asyncio.FIRST_COMPLETED
+                )
                 if not getter.done():
                     getter.cancel()
-                    break
+                    if task.done():
+                        break
+                    alive = alive and await _write(response, protocol.line("heartbeat", True))
+                    continue
                 alive = alive and await _write(response, protocol.line("progress", getter.result()))
             err = task.exception() if not task.cancelled() else asyncio.CancelledError()
             if err is None:
