@@ -117,8 +117,14 @@ def bm25_ranker(n_results: int) -> Ranker:
     return rank
 
 
-def cc_ranker(n_results: int, alpha: float, threshold: float | None = None) -> Ranker:
-    """The project's fusion: min–max per side, `alpha * vector + (1 - alpha) * bm25`."""
+def cc_ranker(
+    n_results: int,
+    alpha: float,
+    threshold: float | None = None,
+    normalization: str = "min-max",
+) -> Ranker:
+    """The project's fusion: normalised per side (min–max by default),
+    `alpha * vector + (1 - alpha) * bm25`, ties decided by the lists' margins."""
 
     def rank(c: QueryCandidates) -> list[str]:
         fused = fuse(
@@ -127,6 +133,7 @@ def cc_ranker(n_results: int, alpha: float, threshold: float | None = None) -> R
             vector_weight=alpha,
             n_results=n_results,
             similarity_threshold=threshold,
+            normalization=normalization,
         )
         return [f.node_id for f in fused]
 

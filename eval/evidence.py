@@ -2,11 +2,11 @@
 
 Runs the real pipeline — our chunking, tokenizer, builtin embeddings, Chroma, BM25 and
 the project's fusion — on every JSQuAD query for two variants of what is embedded,
-each applied for the run by swapping `rag_app.ingest_transforms.embed_text`:
+chosen with the `RAG_EMBED_CONTEXT` setting (LlamaIndex's `MetadataMode.EMBED` text):
 
-- `chunk-text`: a chunk is embedded as its text alone (the code before the change);
-- `title-embedding`: page title and heading path in front of the chunk text, the same
-  context `knowledge.bm25_text` gives BM25; table rows stay alone (the shipped code).
+- `chunk-text`: a chunk is embedded as its text alone (`RAG_EMBED_CONTEXT=false`);
+- `title-embedding`: page title and heading path in front of the chunk text, the
+  context BM25 indexes as a field of its own; table rows stay alone (the default).
 
 For each variant and chunking, candidates are fetched once per query and every BM25
 k1/b pair and fusion (BM25 only, vector only, RRF, CC at each α) is scored from them,
@@ -24,15 +24,10 @@ import csv
 import math
 import pickle
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from llama_index.core.schema import BaseNode, MetadataMode
-
-import rag_app.ingest_transforms as ingest_transforms
-import rag_app.knowledge as knowledge
 from eval.candidates import (
     CandidateSet,
     Ranker,
@@ -62,40 +57,18 @@ SPEC_DEFAULTS: Setting = (200, 30, 2.5, 0.5)
 SPEC_ALPHA = 0.9
 
 
-def chunk_text_only(node: BaseNode) -> str:
-    """The chunk text alone: what the `chunk-text` variant embeds."""
-    return node.get_content(metadata_mode=MetadataMode.NONE)
-
-
-def titled_embed_text(node: BaseNode) -> str:
-    """Title, heading path and chunk text (table rows alone): the `title-embedding` variant."""
-    meta = node.metadata
-    text = node.get_content(metadata_mode=MetadataMode.NONE)
-    if meta.get("content_type") == "table":
-        return text
-    parts = [str(meta.get("title", "")), str(meta.get("heading_path", "")), text]
-    return "\n".join(p for p in parts if p)
-
-
-_EMBED_TEXT = {"chunk-text": chunk_text_only, "title-embedding": titled_embed_text}
+_EMBED_CONTEXT = {"chunk-text": False, "title-embedding": True}
 _TITLES = {
     "chunk-text": "chunk text embedded (before)",
     "title-embedding": "title + heading + chunk embedded (shipped)",
 }
 
 
-@contextmanager
-def variant(name: str) -> Iterator[None]:
-    """Embed chunks the way variant `name` does for the duration of the block."""
-    if name not in _EMBED_TEXT:
+def variant_settings(name: str) -> dict[str, bool]:
+    """The setting that makes chunks embedded the way variant `name` does."""
+    if name not in _EMBED_CONTEXT:
         raise ValueError(f"unknown variant {name!r}; use one of {', '.join(VARIANTS)}")
-    saved = ingest_transforms.embed_text, knowledge.embed_text
-    ingest_transforms.embed_text = _EMBED_TEXT[name]
-    knowledge.embed_text = _EMBED_TEXT[name]
-    try:
-        yield
-    finally:
-        ingest_transforms.embed_text, knowledge.embed_text = saved
+    return {"rag_embed_context": _EMBED_CONTEXT[name]}
 
 
 @dataclass(frozen=True)
@@ -155,23 +128,23 @@ async def collect(
     """Build each chunking under `name` and fetch every query's candidates once."""
     run = VariantRun(name, {})
     model = CachedEmbedding(get_embed_model(load_settings()), cache)
-    with variant(name):
-        for size, overlap in chunkings:
-            settings = eval_settings(work_dir / name, size, overlap)
-            with progress_bar(f"{name} {size}/{overlap} indexing", "doc") as update:
-                kb, summary = await build_knowledge_base(
-                    documents, settings, embed_model=model, progress=update
-                )
-            print(f"{name} {size}/{overlap}: {summary.describe()}", file=sys.stderr)
-            try:
-                with progress_bar(f"{name} {size}/{overlap} queries", "query") as update:
-                    base = await fetch_candidates(kb, queries, 10, progress=update)
-                for k1, b in bm25_settings:
-                    same = (k1, b) == (settings.rag_bm25_k1, settings.rag_bm25_b)
-                    cands = base if same else refetch_bm25(kb, base, k1, b)
-                    run.candidates[(size, overlap, k1, b)] = cands
-            finally:
-                await kb.aclose()
+    overrides = variant_settings(name)
+    for size, overlap in chunkings:
+        settings = eval_settings(work_dir / name, size, overlap, **overrides)
+        with progress_bar(f"{name} {size}/{overlap} indexing", "doc") as update:
+            kb, summary = await build_knowledge_base(
+                documents, settings, embed_model=model, progress=update
+            )
+        print(f"{name} {size}/{overlap}: {summary.describe()}", file=sys.stderr)
+        try:
+            with progress_bar(f"{name} {size}/{overlap} queries", "query") as update:
+                base = await fetch_candidates(kb, queries, 10, progress=update)
+            for k1, b in bm25_settings:
+                same = (k1, b) == (settings.rag_bm25_k1, settings.rag_bm25_b)
+                cands = base if same else refetch_bm25(kb, base, k1, b)
+                run.candidates[(size, overlap, k1, b)] = cands
+        finally:
+            await kb.aclose()
     model.close()
     return run
 

@@ -26,6 +26,7 @@ import rag_app.ingest_transforms as ingest_transforms
 from eval.datasets import EvalDocument
 from rag_app.config import RAGSettings, load_settings
 from rag_app.knowledge import KnowledgeBase
+from rag_app.parsing.metadata_modes import set_metadata_modes
 
 Progress = Callable[[int, int], None]
 
@@ -47,8 +48,8 @@ class BuildSummary:
         )
 
 
-def pipeline_fingerprint(embedding_model: str) -> str:
-    """8 hex digits that change when what gets embedded changes (model or `embed_text`)."""
+def pipeline_fingerprint(embedding_model: str, embed_context: bool = True) -> str:
+    """8 hex digits that change when what gets embedded changes (model or EMBED text)."""
     probe = TextNode(
         text="本文 body text",
         metadata={
@@ -57,7 +58,8 @@ def pipeline_fingerprint(embedding_model: str) -> str:
             "content_type": "prose",
         },
     )
-    text = ingest_transforms.embed_text(probe)  # looked up now: follows any replacement
+    set_metadata_modes([probe], embed_context)
+    text = ingest_transforms.embed_text(probe)
     return hashlib.sha256(f"{embedding_model}\x00{text}".encode()).hexdigest()[:8]
 
 
@@ -80,7 +82,8 @@ def eval_settings(
     """
     folder = Path(persist_dir)
     base = {"rag_chunk_size": chunk_size, "rag_chunk_overlap": chunk_overlap}
-    fingerprint = pipeline_fingerprint(load_settings(**{**base, **overrides}).embedding_model_name)
+    derived = load_settings(**{**base, **overrides})
+    fingerprint = pipeline_fingerprint(derived.embedding_model_name, derived.rag_embed_context)
     name = collection_name(chunk_size, chunk_overlap, fingerprint)
     storage = {
         "chromadb_persist_dir": str(folder),

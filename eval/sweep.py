@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 CSV_NAME = "sweep.csv"
 PNG_NAME = "sweep.png"
-METHODS = ("cc", "rrf", "vector", "bm25")
+METHODS = ("cc", "cc-z", "cc-dbsf", "rrf", "vector", "bm25")
+"""`cc` is the shipped min–max fusion; `cc-z` / `cc-dbsf` the same with z-score / DBSF."""
 CSV_FIELDS = (
     "chunk_size",
     "chunk_overlap",
@@ -89,9 +90,12 @@ class SweepRow:
 
     def describe(self) -> str:
         """`CC α=0.3 (chunks 200/30, k1 2.5, b 0.5): nDCG@10 0.9400, MRR 0.9270, R@5 0.9670`."""
-        method = {"cc": f"CC α={self.alpha:g}", "rrf": "RRF k=60"}.get(
-            self.method, f"{self.method} only"
-        )
+        method = {
+            "cc": f"CC α={self.alpha:g}",
+            "cc-z": f"CC z-score α={self.alpha:g}",
+            "cc-dbsf": f"CC DBSF α={self.alpha:g}",
+            "rrf": "RRF k=60",
+        }.get(self.method, f"{self.method} only")
         s = self.scores
         return (
             f"{method} ({self.setting_label()}): nDCG@10 {s.ndcg:.4f}, MRR {s.mrr:.4f}, "
@@ -169,6 +173,15 @@ def rows_for(
     rows += [
         row("cc", alpha, score_ranker(candidates, cc_ranker(n_results, alpha))) for alpha in alphas
     ]
+    for method, normalization in (("cc-z", "z-score"), ("cc-dbsf", "dbsf")):
+        rows += [
+            row(
+                method,
+                alpha,
+                score_ranker(candidates, cc_ranker(n_results, alpha, None, normalization)),
+            )
+            for alpha in alphas
+        ]
     return rows
 
 

@@ -58,6 +58,7 @@ class RAGSettings(BaseSettings):
     rag_chunk_overlap: int = Field(30, ge=0, le=7999)
     rag_parse_timeout_sec: float = Field(30.0, gt=0, le=3600)
     rag_max_chunks_per_source: int = Field(1000, ge=1, le=1_000_000)
+    rag_embed_context: bool = True
 
     # Retrieval
     rag_retrieval_count: int = Field(3, ge=1, le=100)
@@ -66,6 +67,12 @@ class RAGSettings(BaseSettings):
     rag_vector_weight: float = Field(0.50, ge=0.0, le=1.0)
     rag_bm25_k1: float = Field(0.5, ge=0.0, le=100.0)
     rag_bm25_b: float = Field(0.50, ge=0.0, le=1.0)
+    rag_bm25_gram_weight: float = Field(0.5, ge=0.0, le=10.0)
+    rag_bm25_bound_weight: float = Field(1.0, ge=0.0, le=10.0)
+    rag_bm25_context_weight: float = Field(1.0, ge=0.0, le=10.0)
+    rag_bm25_key_weight: float = Field(1.0, ge=0.0, le=10.0)
+    rag_hnsw_ef_search: int = Field(400, ge=10, le=10000)
+    rag_fusion_normalization: Literal["min-max", "z-score", "dbsf"] = "min-max"
     rag_min_combined_score: float | None = Field(None, ge=0.0, le=1.0)
 
     # Crawling
@@ -157,6 +164,11 @@ RETRIEVAL_SETTINGS: tuple[str, ...] = (
     "rag_vector_weight",
     "rag_bm25_k1",
     "rag_bm25_b",
+    "rag_bm25_gram_weight",
+    "rag_bm25_bound_weight",
+    "rag_bm25_context_weight",
+    "rag_bm25_key_weight",
+    "rag_fusion_normalization",
     "rag_min_combined_score",
     "rag_debug_log_enabled",
 )

@@ -25,18 +25,8 @@ def chunk_id(source: str, text: str, occurrence: int) -> str:
 
 
 def embed_text(node: BaseNode) -> str:
-    """What is embedded for a chunk: page title, heading path, then the chunk text.
-
-    The same context BM25 gets; measured on JSQuAD it lets a paragraph that never names
-    its subject match questions about it (vector-only nDCG@10 +0.023). Table rows are
-    embedded alone: prefixing them pushed the りゅうおう row from rank 1 to rank 4.
-    """
-    meta = node.metadata
-    text = node.get_content(metadata_mode=MetadataMode.NONE)
-    if meta.get("content_type") == "table":
-        return text  # a row is a self-describing record; context would dilute its name
-    parts = [str(meta.get("title", "")), str(meta.get("heading_path", "")), text]
-    return "\n".join(p for p in parts if p)
+    """What is embedded for a chunk: its EMBED-mode content (see `metadata_modes`)."""
+    return node.get_content(metadata_mode=MetadataMode.EMBED)
 
 
 class AssignStableIds(TransformComponent):

@@ -36,7 +36,7 @@ from rag_app.errors import (
     StoreUnavailableError,
     UnknownSourceError,
 )
-from rag_app.index.bm25_index import BM25Index
+from rag_app.index.bm25_index import BM25Index, FieldWeights
 from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
 from rag_app.index.store import KnowledgeStore, bm25_text
@@ -45,6 +45,7 @@ from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
 from rag_app.limits import MAX_QUERY_CHARS, MAX_SOURCE_CHARS, MAX_TITLE_CHARS, shorten
 from rag_app.local_files import read_local_document, scan_dir
 from rag_app.owner_lock import StoreOwnerLock
+from rag_app.parsing.metadata_modes import ApplyMetadataModes
 from rag_app.parsing.router import StructuredNodeParser
 from rag_app.results import (
     CheckReport,
@@ -67,12 +68,13 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 # Bump when what is embedded or indexed for a chunk changes, so unchanged pages are
 # re-chunked and re-embedded once instead of keeping vectors of the old text.
-INDEXED_TEXT_VERSION = 2
+INDEXED_TEXT_VERSION = 3
 
 
-def content_hash(title: str, text: str) -> str:
+def content_hash(title: str, text: str, embed_context: bool = True) -> str:
     """Hash of what a source's chunks are built from (and how they are built)."""
-    key = f"v{INDEXED_TEXT_VERSION}\x00{title}\x00{text}"
+    version = INDEXED_TEXT_VERSION if embed_context else f"{INDEXED_TEXT_VERSION}-text-only"
+    key = f"v{version}\x00{title}\x00{text}"
     return hashlib.sha256(key.encode()).hexdigest()
 
 
@@ -202,6 +204,7 @@ class KnowledgeBase:
                     dimension=dim,
                     poll_changes=bool(s.chroma_host),
                     check_model=check_model,
+                    ef_search=s.rag_hnsw_ef_search,
                 )
             with timer("recovery", t):
                 store.recover()
@@ -257,6 +260,13 @@ class KnowledgeBase:
             min_combined_score=s.rag_min_combined_score,
             bm25_k1=s.rag_bm25_k1,
             bm25_b=s.rag_bm25_b,
+            bm25_fields=FieldWeights(
+                gram=s.rag_bm25_gram_weight,
+                bound=s.rag_bm25_bound_weight,
+                context=s.rag_bm25_context_weight,
+                key=s.rag_bm25_key_weight,
+            ),
+            normalization=s.rag_fusion_normalization,
             mode=mode or default_mode,
         )
 
@@ -292,7 +302,7 @@ class KnowledgeBase:
         """
         await self.open()
         title = shorten(title, MAX_TITLE_CHARS)
-        digest = content_hash(title, text)
+        digest = content_hash(title, text, self.settings.rag_embed_context)
         old = await asyncio.to_thread(self.store.get_source, source)
         if old is not None and old.content_hash == digest:
             if record_fields:
@@ -309,8 +319,6 @@ class KnowledgeBase:
             **(metadata or {}),
         }
         doc = Document(text=text, id_=source, metadata=doc_meta)
-        doc.excluded_embed_metadata_keys = list(doc_meta)
-        doc.excluded_llm_metadata_keys = list(doc_meta)
         nodes = await self._chunk(doc)
         embedder = EmbedMissing(self.embed_model, self.store.existing_embeddings)
         nodes = list(await embedder.acall(nodes))
@@ -346,7 +354,12 @@ class KnowledgeBase:
         a clear reason (its thread finishes in the background and is discarded).
         """
         pipeline = IngestionPipeline(
-            transformations=[self.parser, AssignStableIds()], disable_cache=True
+            transformations=[
+                self.parser,
+                ApplyMetadataModes(embed_context=self.settings.rag_embed_context),
+                AssignStableIds(),
+            ],
+            disable_cache=True,
         )
         limit = self.settings.rag_parse_timeout_sec
         try:
@@ -676,6 +689,7 @@ class KnowledgeBase:
             model_name=s.embedding_model_name,
             dimension=dim,
             chunk_collection=f"{name}__{uuid.uuid4().hex[:8]}",
+            ef_search=s.rag_hnsw_ef_search,
         )
         nodes = list(store.chroma.iter_nodes())
         batch = 64

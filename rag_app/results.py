@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # results are also built by light clients that never import LlamaIndex
     from llama_index.core.schema import NodeWithScore
 
-_SCORE_KEYS = ("vector_distance", "bm25_score", "combined_score")
+SCORE_KEYS = ("vector_distance", "bm25_score", "combined_score")
 SEARCH_MODES: tuple[str, ...] = ("fused", "vector", "bm25", "separate")
 
 
@@ -43,7 +43,7 @@ class Hit:
             vector_distance=meta.get("vector_distance"),
             bm25_score=meta.get("bm25_score"),
             combined_score=float(combined if combined is not None else (nws.score or 0.0)),
-            metadata={k: v for k, v in meta.items() if k not in _SCORE_KEYS},
+            metadata={k: v for k, v in meta.items() if k not in SCORE_KEYS},
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 
 from rag_app.index import bm25_index as bm25_module
 from rag_app.index import bm25_segments
-from rag_app.index.bm25_index import BM25Document, BM25Index
+from rag_app.index.bm25_index import BM25Document, BM25Index, FieldWeights
 
 MONSTERS = [
     ("t1", "名前: りゅうおう HP: 90 MP: 75", "https://game.test/monsters"),
@@ -433,3 +433,53 @@ def test_cursor_is_saved_with_the_index(tmp_path: Path) -> None:
     reopened = BM25Index(path)
     assert reopened.cursor == {"ts": 123, "seen": ["a"]}
     assert "t1" not in reopened
+
+
+def test_context_field_is_searched_with_its_weight() -> None:
+    idx = BM25Index(None)
+    idx.add(
+        [
+            BM25Document("row", "名前: スライム HP: 8", "s", context="モンスター一覧"),
+            BM25Document("other", "名前: ドラキー HP: 12", "s2", context="呪文一覧"),
+        ]
+    )
+    # the title word finds the row through its context field only
+    assert [i for i, _ in idx.search("モンスター")] == ["row"]
+    assert idx.search("モンスター", fields=FieldWeights(context=0.0)) == []
+    half = idx.search("モンスター", fields=FieldWeights(context=0.5))[0][1]
+    full = idx.search("モンスター", fields=FieldWeights(context=1.0))[0][1]
+    assert 0 < half < full
+
+
+def test_a_title_word_counts_once_per_chunk_across_fields() -> None:
+    # BM25F: "モンスター" is in every row's title, so its IDF is low for the intro
+    # paragraph too; the row's own number decides.
+    idx = BM25Index(None)
+    intro = "草原に出現するモンスターの一覧です。No.は図鑑番号です。"
+    docs = [BM25Document("intro", intro, "s", context="草原のモンスター図鑑")]
+    docs += [
+        BM25Document(f"r{n}", f"No.: {n}\n名前: ネーム{n}", "s", context="草原のモンスター図鑑")
+        for n in range(1, 40)
+    ]
+    idx.add(docs)
+    assert idx.search("草原のモンスター一覧でNo.16のモンスターは？")[0][0] == "r16"
+
+
+def test_hiragana_and_typo_queries_find_a_katakana_name_through_grams() -> None:
+    idx = BM25Index(None)
+    idx.add(docs_of(MONSTERS))
+    assert {i for i, _ in idx.search("すらいむ", top_k=2)} == {"t2", "p1"}
+    assert idx.search("どらき")[0][0] == "t3"  # hiragana, long vowel left out
+    assert idx.search("ドラギー")[0][0] == "t3"  # one character wrong
+    assert idx.search("すらいむ", fields=FieldWeights(gram=0.0)) == []
+
+
+def test_bound_terms_pick_the_row_with_that_number() -> None:
+    idx = BM25Index(None)
+    rows = [
+        BM25Document(f"r{n}", f"No.: {n}\n名前: モンスター{n}\nHP: {n * 7}", "s")
+        for n in range(1, 60)
+    ]
+    idx.add(rows)
+    assert idx.search("No.57 のモンスターは？")[0][0] == "r57"
+    assert idx.search("HPが 399 のモンスター")[0][0] == "r57"

@@ -302,8 +302,9 @@ def test_sweep_writes_csv_and_plot_with_the_best_alpha(
     assert run([*argv, "--chunkings", "200:30,100:10", "--k1", "1.2,2.5"]) == 0
     with (out / "sweep.csv").open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    # 2 chunkings x 2 k1 x (vector, bm25, rrf + 3 alphas)
-    assert len(rows) == 2 * 2 * 6
+    # 2 chunkings x 2 k1 x (vector, bm25, rrf + 3 alphas for each of 3 normalisations)
+    assert len(rows) == 2 * 2 * (3 + 3 * 3)
+    assert {r["method"] for r in rows} == {"vector", "bm25", "rrf", "cc", "cc-z", "cc-dbsf"}
     cc = [r for r in rows if r["method"] == "cc"]
     assert sorted({r["alpha"] for r in cc}) == ["0", "0.5", "1"]
     assert {r["chunk_size"] for r in rows} == {"200", "100"}
@@ -347,10 +348,11 @@ def test_each_chunking_and_embedding_text_gets_its_own_collection(
     assert first.chromadb_persist_dir == str(tmp_path)
     assert eval_settings(tmp_path, 200, 30).rag_collection_name == first.rag_collection_name
     assert eval_settings(tmp_path, 300, 30).rag_collection_name.startswith("eval-c300-o30-")
-    monkeypatch.setattr(ingest_transforms, "embed_text", lambda node: "other " + node.text)
-    changed = eval_settings(tmp_path, 200, 30)
+    changed = eval_settings(tmp_path, 200, 30, rag_embed_context=False)
     assert changed.rag_collection_name != first.rag_collection_name  # never reuse stale vectors
     assert changed.bm25_persist_dir != first.bm25_persist_dir
+    monkeypatch.setattr(ingest_transforms, "embed_text", lambda node: "other " + node.text)
+    assert eval_settings(tmp_path, 200, 30).rag_collection_name != first.rag_collection_name
 
 
 async def test_embedding_cache_serves_repeats(tmp_path: Path, builtin_embed: Any) -> None:

@@ -6,10 +6,14 @@ import pytest
 
 from rag_app.index.fusion import (
     convex_combination,
+    dbsf_normalize,
+    distance_to_similarity,
     fetch_count,
     fuse,
+    margins,
     min_max_normalize,
     normalize_map,
+    z_normalize,
 )
 
 
@@ -104,3 +108,40 @@ def test_n_results_truncates_and_inputs_are_not_mutated() -> None:
 
 def test_normalize_map_keeps_keys() -> None:
     assert normalize_map({"x": 1.0, "y": 3.0}) == {"x": 0.0, "y": 1.0}
+
+
+def test_a_tie_between_the_two_tops_is_decided_by_evidence() -> None:
+    # "v" tops the vector list only, "k" tops BM25 only: both fuse to exactly 0.5.
+    vec = {"v": 0.10, "x": 0.20, "y": 0.30}
+    bm = {"k": 9.0, "x": 2.0, "y": 1.0}
+    plain = convex_combination(
+        normalize_map(distance_to_similarity(vec)), normalize_map(bm), vector_weight=0.5
+    )
+    assert plain["v"] == plain["k"] == pytest.approx(0.5)
+
+    # k stands 7/8 of BM25's range above the next candidate; v only half the vector range
+    fused = fuse(vec, bm, vector_weight=0.5, n_results=2)
+    assert [f.node_id for f in fused] == ["k", "v"]
+    assert fused[0].vector_distance is None  # reported scores stay what the lists said
+    apart = {"v": 0.1, "w": 0.2, "z": 0.3}
+    close = {"k": 2.1, "m": 2.0, "n": 0.1}
+    assert [f.node_id for f in fuse(apart, close, vector_weight=0.5, n_results=2)] == [
+        "v",
+        "k",
+    ]  # a BM25 top barely above its runner-up loses to a clear vector top
+
+
+def test_equal_margins_keep_the_vector_order() -> None:
+    vec = {"v": 0.10, "w": 0.20, "z": 0.30}
+    bm = {"k": 3.0, "m": 2.0, "n": 1.0}  # margins: v 0.1/0.2, k 1/2 — equal
+    fused = fuse(vec, bm, vector_weight=0.5, n_results=2)
+    assert [f.node_id for f in fused] == ["v", "k"]
+
+
+def test_margins_and_alternative_normalisations() -> None:
+    assert margins({"a": 10.0, "b": 6.0, "c": 2.0}) == {"a": 0.5, "b": 0.5, "c": 0.0}
+    assert z_normalize([1.0, 2.0, 3.0]) == pytest.approx([0.0, 1.2247, 2.4495], abs=1e-4)
+    assert dbsf_normalize([1.0, 2.0, 3.0]) == pytest.approx([0.2959, 0.5, 0.7041], abs=1e-4)
+    assert z_normalize([4.0, 4.0]) == dbsf_normalize([4.0, 4.0]) == [1.0, 1.0]
+    fused = fuse(VEC, BM, vector_weight=0.5, n_results=4, normalization="z-score")
+    assert {f.node_id for f in fused} == {"a", "b", "c", "d"}

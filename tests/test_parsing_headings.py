@@ -185,7 +185,10 @@ def test_heading_node_parser_nodes() -> None:
     nodes = parser.get_nodes_from_documents([doc])
     assert [n.metadata["chunk_index"] for n in nodes] == [0, 1, 2, 3]
     linux = nodes[2]
-    assert linux.get_content(MetadataMode.EMBED) == "#### Linux\nUse the package manager."
+    assert linux.get_content() == "#### Linux\nUse the package manager."
+    assert linux.get_content(MetadataMode.EMBED) == (
+        "Guide > Setup > Install > Linux\n#### Linux\nUse the package manager."
+    )
     assert linux.metadata == {
         "source_url": "file:///guide.md",
         "heading": "Linux",
@@ -197,7 +200,8 @@ def test_heading_node_parser_nodes() -> None:
     }
     for node in nodes:
         assert all(isinstance(v, str | int) for v in node.metadata.values())
-        assert set(node.excluded_embed_metadata_keys) == set(node.metadata)
+        context = {"title", "heading_path"}
+        assert set(node.excluded_embed_metadata_keys) == set(node.metadata) - context
 
 
 def test_heading_node_parser_defaults_follow_spec() -> None:

@@ -158,10 +158,11 @@ def test_node_parser_builds_linked_nodes_with_metadata() -> None:
             "heading_path": "",
             "heading_level": 0,
         }
-        assert set(node.excluded_embed_metadata_keys) == set(node.metadata)
-        assert set(node.excluded_llm_metadata_keys) == set(node.metadata)
-        assert node.get_content(MetadataMode.EMBED) == node.get_content()
-        assert node.get_content(MetadataMode.LLM) == node.get_content()
+        context = {"title", "heading_path"}
+        assert set(node.excluded_embed_metadata_keys) == set(node.metadata) - context
+        assert set(node.excluded_llm_metadata_keys) == set(node.metadata) - context
+        assert node.get_content(MetadataMode.EMBED) == "竜王\n" + node.get_content()
+        assert node.get_content(MetadataMode.LLM) == "竜王\n" + node.get_content()
         assert node.ref_doc_id == doc.doc_id
     assert nodes[1].relationships[NodeRelationship.PREVIOUS].node_id == nodes[0].node_id
     assert nodes[0].relationships[NodeRelationship.NEXT].node_id == nodes[1].node_id

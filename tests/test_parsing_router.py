@@ -133,9 +133,14 @@ def test_nodes_carry_document_metadata_and_continuous_chunk_index() -> None:
         assert isinstance(node.metadata["heading_path"], str)
         assert isinstance(node.metadata["heading_level"], int)
         assert node.metadata["content_type"] in {"prose", "table", "heading"}
-        assert set(node.excluded_embed_metadata_keys) == set(node.metadata)
-        assert set(node.excluded_llm_metadata_keys) == set(node.metadata)
-        assert node.get_content(MetadataMode.EMBED) == node.get_content()
+        context = {"title", "heading_path"}
+        embedded = set() if node.metadata["content_type"] == "table" else context
+        assert set(node.excluded_embed_metadata_keys) == set(node.metadata) - embedded
+        assert set(node.excluded_llm_metadata_keys) == set(node.metadata) - context
+        if node.metadata["content_type"] == "table":
+            assert node.get_content(MetadataMode.EMBED) == node.get_content()
+        else:
+            assert node.get_content(MetadataMode.EMBED).endswith("\n" + node.get_content())
         assert node.ref_doc_id == doc.doc_id
         assert node.get_content().strip()
     table_row = nodes[2].metadata

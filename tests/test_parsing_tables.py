@@ -10,7 +10,13 @@ from llama_index.core.schema import MetadataMode
 
 from rag_app.parsing.chunk import MAX_HEADING_CHARS, MAX_PATH_CHARS
 from rag_app.parsing.content_type import ContentType
-from rag_app.parsing.tables import TableNodeParser, chunk_table_data, find_tables, row_texts
+from rag_app.parsing.tables import (
+    TableNodeParser,
+    chunk_table_data,
+    find_tables,
+    row_key,
+    row_texts,
+)
 
 RYUOU = "名前: りゅうおう\nHP: 90, MP: 75, 攻撃力: 100"
 SLIME = "名前: スライム\nHP: 10, MP: 5, 攻撃力: 8"
@@ -53,14 +59,22 @@ def test_english_table() -> None:
         "Name: Slime\nHP: 10, MP: 5",
         "Name: King Slime\nHP: 30, MP: 12",
     ]
-    assert chunks[1].extra == {"entity_name": "King Slime", "table_header": "Name | HP | MP"}
+    assert chunks[1].extra == {
+        "entity_name": "King Slime",
+        "row_key": "King Slime",
+        "table_header": "Name | HP | MP",
+    }
 
 
 def test_rows_without_header_are_kept_as_row_text() -> None:
     text = "りゅうおう 90 75 100\nスライム 10 5 8"
     chunks = chunk_table_data(text)
     assert [c.text for c in chunks] == ["りゅうおう 90 75 100", "スライム 10 5 8"]
-    assert chunks[0].extra == {"entity_name": "りゅうおう", "table_header": ""}
+    assert chunks[0].extra == {
+        "entity_name": "りゅうおう",
+        "row_key": "りゅうおう",
+        "table_header": "",
+    }
     pipe = "| 1 | 2 | 3 |\n| 4 | 5 | 6 |"
     assert [c.text for c in chunk_table_data(pipe)] == ["| 1 | 2 | 3 |", "| 4 | 5 | 6 |"]
 
@@ -165,13 +179,15 @@ def test_table_node_parser_nodes() -> None:
         "source_url": "https://example.com/monsters",
         "title": "モンスター",
         "entity_name": "スライム",
+        "row_key": "スライム",
         "table_header": "名前 | HP | MP | 攻撃力",
         "chunk_index": 1,
         "content_type": "table",
         "heading_path": "ボス",
         "heading_level": 2,
     }
-    assert set(nodes[0].excluded_llm_metadata_keys) == set(nodes[0].metadata)
+    context = {"title", "heading_path"}
+    assert set(nodes[0].excluded_llm_metadata_keys) == set(nodes[0].metadata) - context
 
 
 def test_huge_header_names_and_first_cell_do_not_multiply() -> None:
@@ -201,3 +217,9 @@ def test_runs_of_sentence_columns_are_rejected_in_linear_time() -> None:
     started = time.perf_counter()
     assert find_tables((block * 3_000).split("\n")) == []  # ~260 KB, 9,000 lines
     assert time.perf_counter() - started < 2
+
+
+def test_row_key_skips_an_index_column() -> None:
+    chunks = chunk_table_data("| No. | 名前 | HP |\n| --- | --- | --- |\n| 57 | スライム | 8 |")
+    assert (chunks[0].extra["entity_name"], chunks[0].extra["row_key"]) == ("57", "スライム")
+    assert row_key(["12", "34"]) == "12"

@@ -7,9 +7,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from rag_app.index.tokenizer import (
+    BOUND,
+    GRAM,
     JapaneseTokenizer,
+    bound_terms,
+    fold_kana,
     get_tokenizer,
     hiragana_bigrams,
+    key_spans,
+    key_term,
     tokenize_japanese,
 )
 
@@ -28,7 +34,7 @@ def test_hiragana_name_query_matches_table_row(tok: JapaneseTokenizer) -> None:
     row = tok("名前: りゅうおう HP: 90")
     assert query
     assert set(query) <= set(row)
-    assert {"hp", "90", "名前"} <= set(row)
+    assert {"hp", "90", "名前", f"{BOUND}hp#90"} <= set(row)
 
 
 @pytest.mark.parametrize(
@@ -41,7 +47,7 @@ def test_kana_names_recallable_in_any_context(
     tok: JapaneseTokenizer, name: str, context: str
 ) -> None:
     # MeCab splits these names differently by context; the hiragana bigrams do not.
-    bigrams = set(hiragana_bigrams(name))
+    bigrams = {GRAM + g for g in hiragana_bigrams(name)}
     assert bigrams
     assert bigrams <= set(tok(name))
     assert bigrams <= set(tok(context.format(name)))
@@ -49,20 +55,20 @@ def test_kana_names_recallable_in_any_context(
 
 def test_katakana_and_particles(tok: JapaneseTokenizer) -> None:
     tokens = tok("スライムの攻撃力")
-    assert "スライム" in tokens
+    assert "すらいむ" in tokens
     assert "攻撃" in tokens
     assert "の" not in tokens
 
 
 def test_katakana_compound_kept_whole(tok: JapaneseTokenizer) -> None:
     tokens = tok("メタルスライムが現れた")
-    assert {"メタル", "スライム", "メタルスライム"} <= set(tokens)
-    assert "メタルスライム" not in tok("スライムが現れた")
+    assert {"めたる", "すらいむ", "めたるすらいむ"} <= set(tokens)
+    assert "めたるすらいむ" not in tok("スライムが現れた")
 
 
 def test_mixed_english_japanese_and_numbers(tok: JapaneseTokenizer) -> None:
     tokens = tok("asyncioでHTTPサーバーを書く。HP: 90, MP 75")
-    assert {"asyncio", "http", "サーバー", "hp", "90", "mp", "75"} <= set(tokens)
+    assert {"asyncio", "http", "さば", "hp", "90", "mp", "75"} <= set(tokens)
     assert "書く" in tokens
 
 
@@ -87,7 +93,51 @@ def test_stop_words_and_punctuation_removed(tok: JapaneseTokenizer) -> None:
 
 
 def test_lower_case(tok: JapaneseTokenizer) -> None:
-    assert tok("Python PYTHON python") == ["python", "python", "python"]
+    words = [t for t in tok("Python PYTHON python") if not t.startswith(GRAM)]
+    assert words == ["python", "python", "python"]
+    assert f"{GRAM}pyt" in tok("Python")  # Latin words of 4+ letters add trigrams
+
+
+def test_fold_kana() -> None:
+    assert fold_kana("スライム") == fold_kana("すらいむ") == "すらいむ"
+    assert fold_kana("コンピューター") == fold_kana("コンピュータ") == "こんぴゆた"
+    assert fold_kana("ヴァイオリン") == "ゔあいおりん"
+    assert fold_kana("漢字abc") == "漢字abc"
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["すらいむべす", "スライムベース", "ｽﾗｲﾑﾍﾞｽ", "スラィムベス"],
+)
+def test_kana_variants_share_every_name_gram(tok: JapaneseTokenizer, variant: str) -> None:
+    # hiragana for katakana, an added long vowel, mixed script, half width, small kana
+    doc = {t for t in tok("名前: スライムベス HP: 90") if t.startswith(GRAM)}
+    query = {t for t in tok(f"{variant}のHPはいくつ？") if t.startswith(GRAM)}
+    name = {GRAM + g for g in hiragana_bigrams("スライムベス")}
+    assert name <= query
+    assert name <= doc
+
+
+def test_one_character_typo_keeps_most_grams(tok: JapaneseTokenizer) -> None:
+    right = {t for t in tok("はぐれメタルスライム") if t.startswith(GRAM)}
+    typo = {t for t in tok("はぐれメタルスライヌ") if t.startswith(GRAM)}
+    assert len(right & typo) >= len(right) - 2
+    assert right != typo
+
+
+def test_bound_terms_tie_numbers_to_labels(tok: JapaneseTokenizer) -> None:
+    assert bound_terms("hp: 90, mp: 75, 攻撃力: 100") == [
+        f"{BOUND}hp#90",
+        f"{BOUND}mp#75",
+        f"{BOUND}攻撃力#100",
+    ]
+    assert f"{BOUND}no#57" in tok("モンスター一覧のNo.57は何？")
+    assert f"{BOUND}hp#412" in tok("HPが412のモンスターは？")
+    assert f"{BOUND}hp#412" in tok("HP 412")
+    assert f"{BOUND}hp#41" not in tok("HP: 412")
+    assert bound_terms("price 1,200") == [f"{BOUND}price#1200"]
+    assert bound_terms("the 5 cats") == []  # a stop word is no label
+    assert bound_terms("x200 pro") == [f"{BOUND}x#200"]  # a model code binds the same way
 
 
 def test_empty_and_blank(tok: JapaneseTokenizer) -> None:
@@ -97,7 +147,12 @@ def test_empty_and_blank(tok: JapaneseTokenizer) -> None:
 
 
 def test_spec_function_name() -> None:
-    assert tokenize_japanese("スライム") == ["スライム"]
+    assert tokenize_japanese("スライム") == [
+        "すらいむ",
+        f"{GRAM}すら",
+        f"{GRAM}らい",
+        f"{GRAM}いむ",
+    ]
 
 
 def test_concurrent_use_gives_same_tokens(tok: JapaneseTokenizer) -> None:
@@ -106,3 +161,15 @@ def test_concurrent_use_gives_same_tokens(tok: JapaneseTokenizer) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         got = list(pool.map(tok, texts))
     assert got == expected
+
+
+def test_key_spans_take_the_longest_whole_key() -> None:
+    keys = {key_term(k) for k in ["スライム", "メタルスライム", "Kelford", "Kelford Heights", "57"]}
+    assert key_term("x") is None and key_term("ｽﾗｲﾑ") == key_term("すらいむ")
+    known = keys.__contains__
+    assert key_spans("メタルスライムのHPは？", known) == [key_term("メタルスライム")]
+    assert key_spans("すらいむのHPは？", known) == [key_term("スライム")]
+    assert key_spans("Founding year of Kelford?", known) == [key_term("Kelford")]
+    assert key_spans("Kelford Heights area", known) == [key_term("Kelford Heights")]
+    assert key_spans("Kelfordshire", known) == []  # a Latin key must end at a word edge
+    assert key_spans("No.157", known) == []

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from rag_app.index import bm25_segments as seg
-from rag_app.index.bm25_postings import Bag, Postings, bag_of
-from rag_app.index.tokenizer import get_tokenizer
+from rag_app.index.bm25_postings import Bag, Postings, QueryTerm, bag_of
+from rag_app.index.tokenizer import BOUND, GRAM, get_tokenizer, key_spans, key_term
 
 logger = logging.getLogger(__name__)
 
@@ -37,14 +37,55 @@ FULL_SNAPSHOT_SLACK = 1000  # ... and once changes exceed this + 1/8 of the inde
 
 Tokenizer = Callable[[str], list[str]]
 
+LAYOUT = "context-key-fields-v2"
+"""Bump when what a document's terms are made of changes (stored indexes are rebuilt)."""
+CONTEXT = "^"
+"""Prefix of context-field terms (page title, heading path): a field of their own."""
+
+
+@dataclass(frozen=True)
+class FieldWeights:
+    """Query-time weight of each field: body words 1, the rest relative to them.
+
+    Measured in docs/evaluation.md; a weight of 0 switches the field off for queries.
+    """
+
+    gram: float = 0.5
+    bound: float = 1.0
+    context: float = 1.0
+    key: float = 1.0
+
+    def expand(self, tokens: list[str]) -> list[tuple[float, list[tuple[str, float]]]]:
+        """Query tokens → (term weight, [(indexed term, field weight)]), one entry per
+        distinct token (a repeated token counts more): the body term and its context twin
+        are scored as one term (BM25F: their frequencies add, one IDF)."""
+        weights: dict[str, float] = {}
+        for token in tokens:
+            weight = self.gram if token.startswith(GRAM) else 1.0
+            if token.startswith(BOUND):
+                weight = self.bound
+            if weight > 0:
+                weights[token] = weights.get(token, 0.0) + weight
+        out: list[tuple[float, list[tuple[str, float]]]] = []
+        for token, weight in weights.items():
+            fields = [(token, 1.0)]
+            if self.context > 0 and not token.startswith(BOUND):
+                fields.append((CONTEXT + token, self.context))
+            out.append((weight, fields))
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class BM25Document:
-    """One chunk to index: its id, the text BM25 sees, and the source it belongs to."""
+    """One chunk to index: its id, the text BM25 sees, the source it belongs to, its
+    context (title, heading path) and, for a table row, its key (first column), each
+    indexed as a field of its own."""
 
     id: str
     text: str
     source: str | None = None
+    context: str = ""
+    key: str = ""
 
 
 def _check_document(doc: BM25Document) -> None:
@@ -52,6 +93,8 @@ def _check_document(doc: BM25Document) -> None:
         raise ValueError(f"BM25 document id must be a non-empty string, got {doc.id!r}.")
     if not isinstance(doc.text, str):
         raise ValueError(f"BM25 document {doc.id!r} has no text string.")
+    if not isinstance(doc.context, str) or not isinstance(doc.key, str):
+        raise ValueError(f"BM25 document {doc.id!r} context and key must be strings.")
     if doc.source is not None and not isinstance(doc.source, str):
         raise ValueError(f"BM25 document {doc.id!r} source must be a string or None.")
 
@@ -70,13 +113,15 @@ class BM25Index:
         b: float = 0.5,
         tokenizer: Tokenizer | None = None,
         autosave: bool = True,
+        fields: FieldWeights | None = None,
     ) -> None:
         self.persist_dir = Path(persist_dir) if persist_dir is not None else None
         self.k1 = float(k1)
         self.b = float(b)
         self.autosave = autosave
+        self.fields = fields or FieldWeights()
         self._tokenizer: Tokenizer = tokenizer or get_tokenizer()
-        self._signature = _signature_of(self._tokenizer)
+        self._signature = f"{_signature_of(self._tokenizer)}+{LAYOUT}"
         self._lock = threading.RLock()
         self._save_lock = threading.Lock()
         self._p = Postings()
@@ -125,23 +170,49 @@ class BM25Index:
     def tokenize(self, text: str) -> list[str]:
         return self._tokenizer(text)
 
+    def document_tokens(self, doc: BM25Document) -> list[str]:
+        """The terms stored for a document: its text, then its context field."""
+        tokens = self._tokenizer(doc.text)
+        if doc.context:
+            tokens += [CONTEXT + t for t in self._tokenizer(doc.context) if not t.startswith(BOUND)]
+        key = key_term(doc.key) if doc.key else None
+        if key:
+            tokens.append(key)
+        return tokens
+
+    def _query_terms(self, query: str, fields: FieldWeights | None) -> list[QueryTerm]:
+        vocab = self._p.vocab
+        out: list[QueryTerm] = []
+        fields = fields or self.fields
+        for weight, parts in fields.expand(self._tokenizer(query)):
+            known = [(vocab[t], fw) for t, fw in parts if t in vocab]
+            if known:
+                out.append((weight, known))
+        if fields.key > 0:
+            out += [(fields.key, [(vocab[t], 1.0)]) for t in key_spans(query, vocab.__contains__)]
+        return out
+
     def search(
-        self, query: str, top_k: int = 10, *, k1: float | None = None, b: float | None = None
+        self,
+        query: str,
+        top_k: int = 10,
+        *,
+        k1: float | None = None,
+        b: float | None = None,
+        fields: FieldWeights | None = None,
     ) -> list[tuple[str, float]]:
         """Best `top_k` (id, raw BM25 score) pairs with score > 0, best first."""
-        tokens = self._tokenizer(query)
         k1 = self.k1 if k1 is None else k1
         b = self.b if b is None else b
         with self._lock:
-            terms = self._p.term_ids(tokens, grow=False)
-            return self._p.search(terms, top_k, k1, b)
+            return self._p.search(self._query_terms(query, fields), top_k, k1, b)
 
     # ------------------------------------------------------------- mutations
     def add(self, docs: Sequence[BM25Document]) -> int:
         """Insert or replace (by id) documents; returns how many were written."""
         for doc in docs:
             _check_document(doc)
-        token_lists = [self._tokenizer(doc.text) for doc in docs]  # outside the lock
+        token_lists = [self.document_tokens(doc) for doc in docs]  # outside the lock
         with self._lock:
             self._add_tokenized(docs, token_lists)
         self._after_mutation()
@@ -191,7 +262,7 @@ class BM25Index:
             have = set(self._p.source_ids.get(source, ()))
         todo = [doc for doc in docs if doc.id not in have]
         made = tokens or {}
-        token_lists = [made[d.id] if d.id in made else self._tokenizer(d.text) for d in todo]
+        token_lists = [made[d.id] if d.id in made else self.document_tokens(d) for d in todo]
         with self._lock:
             self._add_tokenized(todo, token_lists)
             stale = set(self._p.source_ids.get(source, ())) - wanted
@@ -221,7 +292,7 @@ class BM25Index:
         docs = list(docs)
         for doc in docs:
             _check_document(doc)
-        token_lists = [self._tokenizer(doc.text) for doc in docs]
+        token_lists = [self.document_tokens(doc) for doc in docs]
         with self._lock:
             self._p = Postings()
             self._dirty.clear()
@@ -373,7 +444,7 @@ class BM25Index:
             return
         if manifest.get("tokenizer") != self._signature:
             self._start_empty(
-                f"it was built with tokenizer {manifest.get('tokenizer')!r}, "
+                f"it was built with tokenizer and fields {manifest.get('tokenizer')!r}, "
                 f"not {self._signature!r}"
             )
             return

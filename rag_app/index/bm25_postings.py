@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 Bag = tuple[np.ndarray, np.ndarray]  # (unique term ids int32, term frequencies int32)
+QueryTerm = tuple[float, list[tuple[int, float]]]
+"""(term weight, [(term id, field weight)]): one query term and the fields it is asked in."""
 
 # Above this share of the corpus, accumulating scores densely beats sorting postings.
 DENSE_SHARE = 8
@@ -244,26 +246,43 @@ class Postings:
             return slots[live], tfs[live]
         return slots, tfs
 
-    def search(
-        self, query_terms: list[int], top_k: int, k1: float, b: float
-    ) -> list[tuple[str, float]]:
-        """Best `top_k` (id, score) with score > 0; ties ordered by id."""
-        if not query_terms or self.n_live == 0 or top_k <= 0:
-            return []
+    def _term_scores(
+        self, query: list[QueryTerm], k1: float, b: float
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per query term: the slots holding it (in any of its fields) and their weighted
+        BM25 parts. Field frequencies add up, scaled by field weight, before saturation,
+        and the IDF counts documents holding the term in any field (BM25F)."""
         n = self.n_live
         avg_len = self.total_len / n if self.total_len else 1.0
         slot_parts: list[np.ndarray] = []
         score_parts: list[np.ndarray] = []
-        for term, weight in Counter(query_terms).items():  # repeated query terms count
-            slots, tfs = self.postings(term)
-            df = len(slots)
-            if df == 0:
+        for weight, fields in query:
+            found = [(self.postings(term), field_weight) for term, field_weight in fields]
+            found = [(p, fw) for p, fw in found if len(p[0])]
+            if not found:
                 continue
+            if len(found) == 1:
+                (slots, tfs), fw = found[0]
+                tf = tfs.astype(np.float64) * fw
+            else:
+                all_slots = np.concatenate([p[0] for p, _ in found])
+                all_tf = np.concatenate([p[1].astype(np.float64) * fw for p, fw in found])
+                slots, inverse = np.unique(all_slots, return_inverse=True)
+                tf = np.bincount(inverse, weights=all_tf)
+            df = len(slots)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            tf = tfs.astype(np.float64)
             norm = k1 * (1.0 - b + b * self.doc_len[slots] / avg_len)
             slot_parts.append(slots)
             score_parts.append(weight * idf * tf / (tf + norm))
+        return slot_parts, score_parts
+
+    def search(
+        self, query: list[QueryTerm], top_k: int, k1: float, b: float
+    ) -> list[tuple[str, float]]:
+        """Best `top_k` (id, score) with score > 0; ties ordered by id."""
+        if not query or self.n_live == 0 or top_k <= 0:
+            return []
+        slot_parts, score_parts = self._term_scores(query, k1, b)
         if not slot_parts:
             return []
         if len(slot_parts) == 1:  # a term's postings hold each slot once

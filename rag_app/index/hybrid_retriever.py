@@ -15,9 +15,11 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from rag_app.index.bm25_index import FieldWeights
 from rag_app.index.fusion import fetch_count, fuse
 from rag_app.index.store import KnowledgeStore
-from rag_app.results import SEARCH_MODES
+from rag_app.parsing.metadata_modes import hide_keys
+from rag_app.results import SCORE_KEYS, SEARCH_MODES
 from rag_app.timing import timer
 
 logger = logging.getLogger(__name__)
@@ -48,10 +50,9 @@ def _scored(
     """A fresh node copy carrying its scores in metadata (sub-results stay untouched)."""
     copy = node.model_copy(deep=False)
     meta = dict(node.metadata)
-    meta["vector_distance"] = vector_distance
-    meta["bm25_score"] = bm25_score
-    meta["combined_score"] = combined_score
+    meta.update(zip(SCORE_KEYS, (vector_distance, bm25_score, combined_score), strict=True))
     copy.metadata = meta
+    hide_keys(copy, SCORE_KEYS)
     return NodeWithScore(node=copy, score=score)
 
 
@@ -69,6 +70,8 @@ class HybridRetriever(BaseRetriever):
         min_combined_score: float | None = None,
         bm25_k1: float | None = None,
         bm25_b: float | None = None,
+        bm25_fields: FieldWeights | None = None,
+        normalization: str = "min-max",
         mode: SearchMode = "fused",
     ) -> None:
         super().__init__()
@@ -81,6 +84,8 @@ class HybridRetriever(BaseRetriever):
         self.min_combined_score = min_combined_score
         self.bm25_k1 = bm25_k1
         self.bm25_b = bm25_b
+        self.bm25_fields = bm25_fields
+        self.normalization = normalization
         self.mode: SearchMode = mode
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -114,7 +119,12 @@ class HybridRetriever(BaseRetriever):
             async def bm25_side() -> list[tuple[str, float]]:
                 with timer("bm25_query", t, logger):
                     return await asyncio.to_thread(
-                        self.store.bm25_search, query, k, k1=self.bm25_k1, b=self.bm25_b
+                        self.store.bm25_search,
+                        query,
+                        k,
+                        k1=self.bm25_k1,
+                        b=self.bm25_b,
+                        fields=self.bm25_fields,
                     )
 
             if want_vec and want_bm:
@@ -174,6 +184,7 @@ class HybridRetriever(BaseRetriever):
                 n_results=n,
                 similarity_threshold=thr,
                 min_combined_score=self.min_combined_score,
+                normalization=self.normalization,
             )
             out["fused"] = [
                 (f.node_id, f.combined_score, f.vector_distance, f.bm25_score, f.combined_score)

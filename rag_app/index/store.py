@@ -26,9 +26,9 @@ import time
 from collections.abc import Iterator, Sequence
 
 from chromadb.api import ClientAPI
-from llama_index.core.schema import BaseNode, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 
-from rag_app.index.bm25_index import BM25Document, BM25Index
+from rag_app.index.bm25_index import BM25Document, BM25Index, FieldWeights
 from rag_app.index.change_log import (
     RETENTION_MS,
     SKEW_MS,
@@ -37,7 +37,9 @@ from rag_app.index.change_log import (
     Cursor,
     now_ms,
 )
-from rag_app.index.chroma_store import ChromaStore, SourceRecord
+from rag_app.index.chroma_store import HNSW_EF_SEARCH, ChromaStore, SourceRecord
+from rag_app.parsing.content_type import is_numeric_token
+from rag_app.parsing.metadata_modes import context_text
 from rag_app.results import CheckReport
 
 logger = logging.getLogger(__name__)
@@ -46,10 +48,8 @@ VECTOR_CHECK_SAMPLE = 5000  # chunks whose own embedding must find them (per che
 
 
 def bm25_text(node: BaseNode) -> str:
-    """What BM25 indexes for a chunk: page title and heading path make exact names findable."""
-    meta = node.metadata
-    parts = [str(meta.get("title", "")), str(meta.get("heading_path", "")), node.get_content()]
-    return "\n".join(p for p in parts if p)
+    """The chunk text as BM25 sees it: the text alone; its context is a field of its own."""
+    return node.get_content(metadata_mode=MetadataMode.NONE)
 
 
 def _dangling(entries: list[Change]) -> list[str]:
@@ -61,8 +61,20 @@ def _dangling(entries: list[Change]) -> list[str]:
 
 
 def bm25_doc(node: BaseNode) -> BM25Document:
-    source = node.metadata.get("source_url")
-    return BM25Document(node.node_id, bm25_text(node), str(source) if source else None)
+    """A chunk as BM25 indexes it: text, context field and, for a table row, its key."""
+    meta = node.metadata
+    source = meta.get("source_url")
+    key = ""
+    if meta.get("content_type") == "table":  # what names the row (older chunks: 1st cell)
+        key = str(meta.get("row_key", meta.get("entity_name")) or "")
+        key = "" if is_numeric_token(key.strip()) else key  # an index number is no name
+    return BM25Document(
+        node.node_id,
+        bm25_text(node),
+        str(source) if source else None,
+        context_text(node),
+        key,
+    )
 
 
 class KnowledgeStore:
@@ -78,14 +90,16 @@ class KnowledgeStore:
         dimension: int,
         poll_changes: bool,
         check_model: bool = True,
+        ef_search: int = HNSW_EF_SEARCH,
     ) -> None:
         self.client = client
+        self.ef_search = ef_search
         self.collection_name = collection_name
         self.model_name = model_name
         self.dimension = dimension
         self.chroma = ChromaStore(
             client, collection_name, model_name=model_name, dimension=dimension,
-            check_model=check_model,
+            check_model=check_model, ef_search=ef_search,
         )  # fmt: skip
         self.bm25 = bm25
         self.log = ChangeLog(client, collection_name)
@@ -136,11 +150,17 @@ class KnowledgeStore:
         return self.chroma.query_ids(embedding, top_k)
 
     def bm25_search(
-        self, query: str, top_k: int, *, k1: float | None = None, b: float | None = None
+        self,
+        query: str,
+        top_k: int,
+        *,
+        k1: float | None = None,
+        b: float | None = None,
+        fields: FieldWeights | None = None,
     ) -> list[tuple[str, float]]:
         if self.poll_changes:
             self.catch_up()
-        return self.bm25.search(query, top_k, k1=k1, b=b)
+        return self.bm25.search(query, top_k, k1=k1, b=b, fields=fields)
 
     def get_nodes(self, ids: Sequence[str]) -> list[TextNode]:
         return self.chroma.get_nodes(ids)
@@ -169,7 +189,7 @@ class KnowledgeStore:
 
     def tokenize(self, nodes: Sequence[BaseNode]) -> dict[str, list[str]]:
         """BM25 tokens of chunks, made ahead of `replace_source` (in the ingest lane)."""
-        return {n.node_id: self.bm25.tokenize(bm25_text(n)) for n in nodes}
+        return {n.node_id: self.bm25.document_tokens(bm25_doc(n)) for n in nodes}
 
     def replace_source(
         self,
@@ -325,7 +345,7 @@ class KnowledgeStore:
         """Follow the sources collection's pointer to the current chunk collection."""
         self.chroma = ChromaStore(
             self.client, self.collection_name, model_name=self.model_name,
-            dimension=self.dimension, check_model=False,
+            dimension=self.dimension, check_model=False, ef_search=self.ef_search,
         )  # fmt: skip
 
     def switch_chunks(self, new: ChromaStore, old_name: str, grace_sec: float) -> None:

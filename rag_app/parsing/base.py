@@ -2,10 +2,10 @@
 
 Subclasses only say how a text becomes `Chunk`s (`split_chunks`); this class turns them
 into `TextNode`s linked to their source document, numbers them (`chunk_index`, 0..n-1 in
-document order) and copies the document's metadata onto every node. All metadata keys are
-excluded from the embedding and LLM text, so what is embedded and shown is the chunk text
-alone; a caller that wants e.g. the title embedded removes that key from the exclusions.
-A document `title` is capped at `MAX_TITLE_CHARS` on its nodes (it is prefixed to each).
+document order) and copies the document's metadata onto every node. Which keys appear in
+the embedded and LLM text is set by `metadata_modes.set_metadata_modes` (title and heading
+path; table rows embed their text alone). A document `title` is capped at
+`MAX_TITLE_CHARS` on its nodes (it is prefixed to each).
 """
 
 from __future__ import annotations
@@ -19,14 +19,7 @@ from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelati
 from llama_index.core.utils import get_tqdm_iterable
 
 from rag_app.parsing.chunk import MAX_TITLE_CHARS, Chunk, shorten
-
-
-def exclude_all_metadata(nodes: Sequence[BaseNode]) -> None:
-    """Keep every metadata key out of the embedded and the LLM-visible text."""
-    for node in nodes:
-        keys = list(node.metadata)
-        node.excluded_embed_metadata_keys = keys
-        node.excluded_llm_metadata_keys = list(keys)
+from rag_app.parsing.metadata_modes import set_metadata_modes
 
 
 def inherited_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -67,12 +60,8 @@ class ChunkingNodeParser(NodeParser):
                 metadata={**inherited, **chunk.metadata(index)},
                 relationships=dict(relationships),
             )
-            if isinstance(source, TextNode):
-                node.metadata_template = source.metadata_template
-                node.metadata_separator = source.metadata_separator
-                node.text_template = source.text_template
             nodes.append(node)
-        exclude_all_metadata(nodes)
+        set_metadata_modes(nodes)
         return nodes
 
     def _parse_nodes(
@@ -93,9 +82,9 @@ class ChunkingNodeParser(NodeParser):
         show_progress: bool = False,
         **kwargs: Any,
     ) -> list[BaseNode]:
-        """Parse documents; metadata merged in afterwards is excluded from embedding too."""
+        """Parse documents; metadata merged in afterwards follows the same modes."""
         nodes = super().get_nodes_from_documents(documents, show_progress, **kwargs)
-        exclude_all_metadata(nodes)
+        set_metadata_modes(nodes)
         return nodes
 
     async def aget_nodes_from_documents(
@@ -105,7 +94,7 @@ class ChunkingNodeParser(NodeParser):
         **kwargs: Any,
     ) -> list[BaseNode]:
         nodes = await super().aget_nodes_from_documents(documents, show_progress, **kwargs)
-        exclude_all_metadata(nodes)
+        set_metadata_modes(nodes)
         return nodes
 
 

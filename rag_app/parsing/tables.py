@@ -263,6 +263,15 @@ def row_texts(header: Sequence[str], cells: Sequence[str], line: str, chunk_size
     return texts
 
 
+def row_key(cells: Sequence[str]) -> str:
+    """What names a row: its first cell that is not a number (a `No.` column is an index,
+    not a name), else its first cell."""
+    for cell in cells:
+        if cell.strip() and not is_numeric_token(cell.strip()):
+            return cell.strip()
+    return cells[0].strip() if cells else ""
+
+
 def table_chunks(
     table: Table,
     chunk_size: int,
@@ -279,6 +288,7 @@ def table_chunks(
         metadata: dict[str, MetadataValue] = {
             **(extra or {}),
             "entity_name": shorten(cells[0], MAX_HEADING_CHARS) if cells else "",
+            "row_key": shorten(row_key(cells), MAX_HEADING_CHARS),
             "table_header": header,
         }
         for text in row_texts(names, cells, line, chunk_size):
