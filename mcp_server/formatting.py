@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rag_app.results import CrawlSummary, IngestResult, KBStats, RetrievalResult
+    from rag_app.results import CrawlSummary, IngestResult, KBStats, ReadResult, RetrievalResult
 
 NO_HITS = "該当する情報が見つかりませんでした"
 VECTOR_SECTION = "ベクトル検索の結果"
@@ -44,6 +44,20 @@ def format_search(result: RetrievalResult) -> str:
         f"# {VECTOR_SECTION} ({len(result.vector_hits)}件)\n\n{vector_body}\n\n"
         f"# {BM25_SECTION} ({len(result.bm25_hits)}件)\n\n{bm25_body}"
     )
+
+
+def format_read(page: ReadResult) -> str:
+    """`## Source: <url>` (title, section, character range), the text, then how to go on."""
+    where = " › ".join(p for p in (page.title, page.section) if p)
+    end = page.next_offset if page.next_offset is not None else page.total_chars
+    head = f"## Source: {page.source}\n{where + ' · ' if where else ''}"
+    head += f"{page.offset:,}–{end:,} / {page.total_chars:,} 文字"
+    lines = [head, "", page.text]
+    if page.next_offset is not None:
+        lines += ["", f"（続きあり: offset={page.next_offset} で続きを読めます）"]
+    elif not page.section and len(page.sections) > 1 and page.offset == 0:
+        lines += ["", "見出し: " + " / ".join(page.sections[:30])]
+    return "\n".join(lines)
 
 
 def format_add(result: IngestResult) -> str:
@@ -96,8 +110,9 @@ def format_delete(source: str, chunks: int) -> str:
     return f"削除しました: {source} ({chunks}チャンク)"
 
 
-def format_stats(stats: KBStats) -> str:
-    """`ナレッジベース統計:` then totals (spec 002), the model, index sizes and sources."""
+def format_stats(stats: KBStats, offset: int = 0, limit: int = MAX_LISTED_SOURCES) -> str:
+    """`ナレッジベース統計:` then totals (spec 002), the model, index sizes and one page of
+    sources with their chunk counts and indexing dates."""
     pad = "     "
     lines = [
         "ナレッジベース統計:",
@@ -108,9 +123,17 @@ def format_stats(stats: KBStats) -> str:
         f"{pad}ベクトルストア: {stats.vector_store}",
         f"{pad}BM25 インデックス: {stats.bm25_dir}",
     ]
-    if stats.sources:
-        lines.append(f"{pad}ソースURL:")
-        lines += [f"{pad}- {src}" for src in stats.sources[:MAX_LISTED_SOURCES]]
-        if len(stats.sources) > MAX_LISTED_SOURCES:
-            lines.append(f"{pad}- …他 {len(stats.sources) - MAX_LISTED_SOURCES}件")
+    shown = stats.sources[offset : offset + limit]
+    if shown:
+        lines.append(
+            f"{pad}ソースURL ({offset + 1}–{offset + len(shown)}件目 / {len(stats.sources)}件):"
+        )
+        for src in shown:
+            chunks = stats.source_chunks.get(src)
+            date = stats.source_dates.get(src, "")[:19].replace("T", " ")
+            about = ", ".join(p for p in (f"{chunks}チャンク" if chunks else "", date) if p)
+            lines.append(f"{pad}- {src}" + (f" ({about})" if about else ""))
+        rest = len(stats.sources) - offset - len(shown)
+        if rest > 0:
+            lines.append(f"{pad}- …他 {rest}件 (offset={offset + len(shown)} で続きを表示)")
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Structured-output models of the five tools (published as each tool's `outputSchema`).
+"""Structured-output models of the six tools (published as each tool's `outputSchema`).
 
 The text content is for the LLM; these are for programs (the Slack router, scripts) that
 want the numbers without parsing Japanese sentences.
@@ -14,7 +14,14 @@ from pydantic import BaseModel, Field
 from mcp_server.formatting import crawl_error_pairs
 
 if TYPE_CHECKING:
-    from rag_app.results import CrawlSummary, Hit, IngestResult, KBStats, RetrievalResult
+    from rag_app.results import (
+        CrawlSummary,
+        Hit,
+        IngestResult,
+        KBStats,
+        ReadResult,
+        RetrievalResult,
+    )
 
 
 class HitOut(BaseModel):
@@ -27,7 +34,10 @@ class HitOut(BaseModel):
     heading_path: str = Field(description="Parent headings, e.g. `Guide > Install`.")
     content_type: str = Field(description="prose, heading or table.")
     chunk_index: int
-    text: str
+    text: str = Field(description="The chunk that matched.")
+    passage: str = Field(
+        description="The chunk widened to its passage (neighbouring chunks of its section)."
+    )
     vector_distance: float | None = Field(description="Cosine distance; null if BM25 only.")
     bm25_score: float | None = Field(description="Raw BM25 score; null if vector only.")
     combined_score: float = Field(description="Fused score in 0..1 (or the side's own score).")
@@ -36,7 +46,7 @@ class HitOut(BaseModel):
     def ranked(cls, hits: Sequence[Hit]) -> list[HitOut]:
         return [
             cls(
-                rank=rank,
+                rank=h.rank or rank,
                 node_id=h.node_id,
                 source_url=h.source_url,
                 title=h.title,
@@ -44,6 +54,7 @@ class HitOut(BaseModel):
                 content_type=h.content_type,
                 chunk_index=h.chunk_index,
                 text=h.text,
+                passage=h.passage or h.text,
                 vector_distance=h.vector_distance,
                 bm25_score=h.bm25_score,
                 combined_score=h.combined_score,
@@ -74,6 +85,23 @@ class SearchOutput(BaseModel):
             sources=result.sources,
             timings_ms={k: round(v, 2) for k, v in result.timings.items()},
         )
+
+
+class ReadOutput(BaseModel):
+    """`rag_read`: one page of a source's text in reading order."""
+
+    source: str
+    title: str
+    section: str = Field(description="The section read; empty for the whole source.")
+    text: str
+    offset: int = Field(description="First character of this page.")
+    next_offset: int | None = Field(description="Where the next page starts; null at the end.")
+    total_chars: int
+    sections: list[str] = Field(description="Heading paths of the part read, in order.")
+
+    @classmethod
+    def of(cls, page: ReadResult) -> ReadOutput:
+        return cls(**page.to_dict())
 
 
 class AddOutput(BaseModel):
@@ -127,12 +155,22 @@ class DeleteOutput(BaseModel):
     chunks_deleted: int
 
 
+class SourceOut(BaseModel):
+    """One stored source."""
+
+    source: str
+    chunks: int
+    indexed_at: str = Field(description="When it was last indexed (ISO 8601, UTC).")
+
+
 class StatsOutput(BaseModel):
     """`rag_stats`: what is in the knowledge base."""
 
     total_chunks: int
     source_count: int
-    sources: list[str]
+    sources: list[str] = Field(description="This page of the stored sources, sorted.")
+    source_details: list[SourceOut] = Field(description="The same sources with counts and dates.")
+    offset: int = Field(description="Position of the first listed source.")
     embedding_model: str
     embedding_dimension: int
     bm25_documents: int
@@ -140,11 +178,21 @@ class StatsOutput(BaseModel):
     bm25_dir: str
 
     @classmethod
-    def of(cls, stats: KBStats) -> StatsOutput:
+    def of(cls, stats: KBStats, offset: int = 0, limit: int = 100) -> StatsOutput:
+        page = stats.sources[offset : offset + limit]
         return cls(
             total_chunks=stats.total_chunks,
             source_count=len(stats.sources),
-            sources=list(stats.sources),
+            sources=list(page),
+            source_details=[
+                SourceOut(
+                    source=src,
+                    chunks=stats.source_chunks.get(src, 0),
+                    indexed_at=stats.source_dates.get(src, ""),
+                )
+                for src in page
+            ],
+            offset=offset,
             embedding_model=stats.embedding_model,
             embedding_dimension=stats.embedding_dimension,
             bm25_documents=stats.bm25_documents,

@@ -1,4 +1,4 @@
-"""Build the `rag` MCPServer: five tools over one KnowledgeBase held by the lifespan."""
+"""Build the `rag` MCPServer: six tools over one KnowledgeBase held by the lifespan."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ from rag_app.config import RAGSettings, get_settings
 SERVER_NAME = "rag"
 
 INSTRUCTIONS = """\
-This server is a knowledge base of web pages that the user has added.
+This server is a knowledge base of web pages and documents that the user has added.
 When a question may be answered by that content, call rag_search first and base the
-answer on the passages it returns, citing their `## Source:` URLs; do not search for
-greetings or small talk. mode="separate" returns the vector and BM25 keyword results
-side by side when you want to judge both. rag_add / rag_crawl add pages, rag_delete
-removes a source, rag_stats lists what is stored."""
+answer on the passages it returns, citing their `Source:` URLs; do not search for
+greetings or small talk. Narrow a search to one site or folder with `source`. When a
+passage is not enough (the rest of a section, a whole table), call rag_read with the
+hit's Source URL and, optionally, its heading path. rag_add / rag_crawl add pages,
+rag_delete removes a source, rag_stats lists what is stored."""
 
 
 class RagServer(MCPServer[AppContext]):

@@ -1,4 +1,4 @@
-"""The five MCP tools: thin wrappers over the KnowledgeBase.
+"""The six MCP tools: thin wrappers over the KnowledgeBase.
 
 Each tool returns the spec's text for the LLM plus structured content (its output schema
 is in `schemas`). Every failure becomes an `isError` result with one sentence
@@ -21,12 +21,20 @@ from mcp_server.formatting import (
     format_add,
     format_crawl,
     format_delete,
+    format_read,
     format_search,
     format_stats,
     page_progress_message,
 )
 from mcp_server.progress import Heartbeat
-from mcp_server.schemas import AddOutput, CrawlOutput, DeleteOutput, SearchOutput, StatsOutput
+from mcp_server.schemas import (
+    AddOutput,
+    CrawlOutput,
+    DeleteOutput,
+    ReadOutput,
+    SearchOutput,
+    StatsOutput,
+)
 
 SEARCH_MODES = ("fused", "vector", "bm25", "separate")
 Ctx = Context[AppContext, Any]
@@ -38,7 +46,10 @@ Query = Annotated[
 NResults = Annotated[
     int | None,
     Field(
-        description="How many chunks to return (1-100); default RAG_RETRIEVAL_COUNT.",
+        description=(
+            "How many hits to return, 1-100. Leave it out for the server's default "
+            "(3 unless its operator changed it). Each hit comes with its passage."
+        ),
         json_schema_extra={"minimum": 1, "maximum": 100},
     ),
 ]
@@ -46,15 +57,60 @@ Mode = Annotated[
     str | None,
     Field(
         description=(
-            "fused (vector + BM25 combined, the default when hybrid search is on), vector, "
-            "bm25, or separate: the raw vector and BM25 lists side by side, for you to weigh."
+            "Leave it out for the usual search (meaning and exact words combined). "
+            "'vector': by meaning only. 'bm25': by exact words only (names, codes, numbers). "
+            "'separate': both lists side by side, for you to weigh."
         ),
         # Advertised, not enforced here: the KnowledgeBase answers a wrong mode in one
         # sentence, where pydantic's enum error would be a multi-line dump.
-        json_schema_extra={"enum": [*SEARCH_MODES, None]},
+        json_schema_extra=lambda schema: _string_enum(schema, SEARCH_MODES),
+    ),
+]
+Scope = Annotated[
+    str | None,
+    Field(
+        description=(
+            "Only search these sources: a site (docs.python.org), a URL prefix "
+            "(https://example.com/guide/) or a folder path. Leave it out to search everything."
+        ),
+    ),
+]
+ReadSource = Annotated[
+    str,
+    Field(description="The source to read: a URL (or file path) as given in a hit's Source line."),
+]
+Section = Annotated[
+    str,
+    Field(
+        description=(
+            "Optional: read only this section — a heading path as shown in a hit "
+            "(Guide › Install, or Guide > Install) or one heading. Empty reads the whole source."
+        )
+    ),
+]
+Offset = Annotated[
+    int,
+    Field(
+        description="Character to start at; pass the previous answer's next offset to continue.",
+        json_schema_extra={"minimum": 0},
+    ),
+]
+MaxChars = Annotated[
+    int | None,
+    Field(
+        description="Characters per page, 100-50000. Leave it out for the default (4000).",
+        json_schema_extra={"minimum": 100, "maximum": 50000},
     ),
 ]
 Url = Annotated[str, Field(description="An http(s) URL.")]
+StatsOffset = Annotated[
+    int,
+    Field(description="Skip this many sources (to page through a long list).", ge=0),
+]
+StatsLimit = Annotated[
+    int,
+    Field(description="How many sources to list, 1-500.", ge=1, le=500),
+]
 Source = Annotated[
     str,
     Field(description="The source to delete: a URL as listed by rag_stats (or a file path)."),
@@ -63,6 +119,14 @@ Pattern = Annotated[
     str,
     Field(description="Optional regular expression; only links whose URL matches are crawled."),
 ]
+
+
+def _string_enum(schema: dict[str, Any], values: tuple[str, ...]) -> None:
+    """Put the allowed values on the string branch of an optional argument's schema
+    (null stays allowed: it means "leave it out"), not on the whole argument."""
+    for branch in schema.get("anyOf", []):
+        if branch.get("type") == "string":
+            branch["enum"] = list(values)
 
 
 def _app(ctx: Ctx) -> AppContext:
@@ -96,18 +160,20 @@ async def rag_search(
     ctx: Ctx,
     n_results: NResults = None,
     mode: Mode = None,
+    source: Scope = None,
 ) -> Annotated[CallToolResult, SearchOutput]:
-    """Search the knowledge base of crawled web pages and return the matching passages.
+    """Search the knowledge base of crawled web pages and documents; returns passages.
 
     Use it for questions about the content that was added with rag_add / rag_crawl; skip
-    it for greetings and small talk. The text result lists each passage under
-    `## Source: <url>` (passages of one page grouped): cite those URLs in your answer.
-    With mode="separate" you get two sections, vector-search and BM25 keyword results,
-    side by side. No match gives 「該当する情報が見つかりませんでした」.
+    it for greetings and small talk. Each hit starts with `## [rank] Source: <url>`, then
+    its page title › heading path and scores, then the passage around the match (the
+    matching chunk widened to its section). Cite those URLs in your answer; to read more
+    of a page or a whole section or table, call rag_read with the Source URL.
+    No match gives 「該当する情報が見つかりませんでした」.
     """
     try:
         kb = await _app(ctx).knowledge_base()
-        result = await kb.retrieve(query, n_results=n_results, mode=mode)
+        result = await kb.retrieve(query, n_results=n_results, mode=mode, source=source)
     except Exception as exc:
         return error_result("rag_search", exc)
     return _ok(format_search(result), SearchOutput.of(result))
@@ -167,14 +233,39 @@ async def rag_delete(url: Source, ctx: Ctx) -> Annotated[CallToolResult, DeleteO
     return _ok(format_delete(target, deleted), DeleteOutput(source=target, chunks_deleted=deleted))
 
 
-async def rag_stats(ctx: Ctx) -> Annotated[CallToolResult, StatsOutput]:
-    """Show what the knowledge base holds: chunk and source counts, model, stored URLs."""
+async def rag_read(
+    source: ReadSource,
+    ctx: Ctx,
+    section: Section = "",
+    offset: Offset = 0,
+    max_chars: MaxChars = None,
+) -> Annotated[CallToolResult, ReadOutput]:
+    """Read a stored source (or one section of it) in reading order, page by page.
+
+    Use it after rag_search when a hit is not enough: to see the rest of its section,
+    a whole table (e.g. to find the highest value) or a whole page. The text is the
+    stored chunks joined in order with their headings; when more remains, the answer
+    ends with the offset to pass next.
+    """
+    try:
+        kb = await _app(ctx).knowledge_base()
+        page = await kb.read_source(source, section=section, offset=offset, max_chars=max_chars)
+    except Exception as exc:
+        return error_result("rag_read", exc)
+    return _ok(format_read(page), ReadOutput.of(page))
+
+
+async def rag_stats(
+    ctx: Ctx, offset: StatsOffset = 0, limit: StatsLimit = 20
+) -> Annotated[CallToolResult, StatsOutput]:
+    """Show what the knowledge base holds: chunk and source counts, the model, and the
+    stored sources with their chunk counts and indexing dates, a page at a time."""
     try:
         kb = await _app(ctx).knowledge_base()
         stats = await kb.stats()
     except Exception as exc:
         return error_result("rag_stats", exc)
-    return _ok(format_stats(stats), StatsOutput.of(stats))
+    return _ok(format_stats(stats, offset, limit), StatsOutput.of(stats, offset, limit))
 
 
 TOOLS = (
@@ -183,5 +274,6 @@ TOOLS = (
     (rag_crawl, "Crawl a link-index page", ToolAnnotations(open_world_hint=True)),
     (rag_delete, "Delete a source", ToolAnnotations(destructive_hint=True)),
     (rag_stats, "Knowledge base statistics", ToolAnnotations(read_only_hint=True)),
+    (rag_read, "Read a stored source", ToolAnnotations(read_only_hint=True)),
 )
 """(function, title, annotations) for each tool, in the order they are listed."""

@@ -155,11 +155,30 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 
 async def _cmd_search(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    result = await kb.retrieve(args.query, n_results=args.n, mode=args.mode)
+    result = await kb.retrieve(args.query, n_results=args.n, mode=args.mode, source=args.source)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+    elif args.full:
+        print(result.context or "no results")
     else:
         print_result(result)
+    return 0
+
+
+async def _cmd_read(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    page = await kb.read_source(
+        args.source, section=args.section, offset=args.offset, max_chars=args.max_chars
+    )
+    if args.json:
+        print(json.dumps(page.to_dict(), ensure_ascii=False, indent=2))
+        return 0
+    print(page.text)
+    if page.next_offset is not None:
+        print(
+            f"\n(characters {page.offset:,}–{page.next_offset:,} of {page.total_chars:,}; "
+            f"continue with --offset {page.next_offset})",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -240,6 +259,7 @@ COMMANDS: dict[str, Callable[[KnowledgeBase, argparse.Namespace], Awaitable[int]
     "add": _cmd_add,
     "crawl": _cmd_crawl,
     "search": _cmd_search,
+    "read": _cmd_read,
     "delete": _cmd_delete,
     "stats": _cmd_stats,
     "reindex": _cmd_reindex,
@@ -271,7 +291,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query")
     p.add_argument("-n", type=int, default=None, help="number of results (RAG_RETRIEVAL_COUNT)")
     p.add_argument("--mode", choices=SEARCH_MODES, default=None)
+    p.add_argument(
+        "--source", default=None, help="only this site, URL prefix or folder (e.g. docs.python.org)"
+    )
+    p.add_argument("--full", action="store_true", help="print each hit's whole passage")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("read", help="print a stored source (or one section) in reading order")
+    p.add_argument("source", help="a URL or file path as listed by `rag stats`")
+    p.add_argument("--section", default="", help="heading path (A > B) or heading to read")
+    p.add_argument("--offset", type=int, default=0, help="start at this character")
+    p.add_argument("--max-chars", type=int, default=None, help="page size (RAG_READ_CHARS)")
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("delete", help="delete a source (URL or file path)")
     p.add_argument("source")

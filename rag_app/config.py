@@ -58,6 +58,7 @@ class RAGSettings(BaseSettings):
     rag_chunk_overlap: int = Field(30, ge=0, le=7999)
     rag_parse_timeout_sec: float = Field(30.0, gt=0, le=3600)
     rag_max_chunks_per_source: int = Field(1000, ge=1, le=1_000_000)
+    rag_code_block_chars: int = Field(1200, ge=100, le=8000)
     rag_embed_context: bool = True
 
     # Retrieval
@@ -73,6 +74,9 @@ class RAGSettings(BaseSettings):
     rag_bm25_key_weight: float = Field(1.0, ge=0.0, le=10.0)
     rag_hnsw_ef_search: int = Field(400, ge=10, le=10000)
     rag_fusion_normalization: Literal["min-max", "z-score", "dbsf"] = "min-max"
+    rag_passage_chars: int = Field(1200, ge=0, le=100_000)
+    rag_answer_chars: int = Field(3000, ge=100, le=1_000_000)
+    rag_read_chars: int = Field(4000, ge=100, le=50_000)
     rag_min_combined_score: float | None = Field(None, ge=0.0, le=1.0)
 
     # Crawling
@@ -170,6 +174,8 @@ RETRIEVAL_SETTINGS: tuple[str, ...] = (
     "rag_bm25_key_weight",
     "rag_fusion_normalization",
     "rag_min_combined_score",
+    "rag_passage_chars",
+    "rag_answer_chars",
     "rag_debug_log_enabled",
 )
 

@@ -23,6 +23,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import BaseNode
 
+from rag_app import source_scope
 from rag_app.background import in_ingest_lane
 from rag_app.config import RETRIEVAL_SETTINGS, RAGSettings, get_settings
 from rag_app.crawl.crawler import WebCrawler
@@ -42,11 +43,18 @@ from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, Search
 from rag_app.index.store import KnowledgeStore, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
-from rag_app.limits import MAX_QUERY_CHARS, MAX_SOURCE_CHARS, MAX_TITLE_CHARS, shorten
+from rag_app.limits import (
+    MAX_QUERY_CHARS,
+    MAX_READ_CHARS,
+    MAX_SOURCE_CHARS,
+    MAX_TITLE_CHARS,
+    shorten,
+)
 from rag_app.local_files import read_local_document, scan_dir
 from rag_app.owner_lock import StoreOwnerLock
 from rag_app.parsing.metadata_modes import ApplyMetadataModes
 from rag_app.parsing.router import StructuredNodeParser
+from rag_app.passages import Piece, expand_hits, page, reading_text
 from rag_app.results import (
     CheckReport,
     CrawlSummary,
@@ -54,6 +62,7 @@ from rag_app.results import (
     Hit,
     IngestResult,
     KBStats,
+    ReadResult,
     RetrievalResult,
 )
 from rag_app.storage_errors import storage_error
@@ -68,7 +77,7 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 # Bump when what is embedded or indexed for a chunk changes, so unchanged pages are
 # re-chunked and re-embedded once instead of keeping vectors of the old text.
-INDEXED_TEXT_VERSION = 3
+INDEXED_TEXT_VERSION = 4
 
 
 def content_hash(title: str, text: str, embed_context: bool = True) -> str:
@@ -548,10 +557,12 @@ class KnowledgeBase:
         mode: str | None = None,
         *,
         options: dict[str, Any] | None = None,
+        source: str | None = None,
     ) -> RetrievalResult:
         """Search; `mode` is fused (default with hybrid on), vector, bm25 or separate.
 
-        `options` carries retrieval settings (`RETRIEVAL_SETTINGS`) for this query only.
+        `options` carries retrieval settings (`RETRIEVAL_SETTINGS`) for this query only;
+        `source` limits it to a site, URL prefix or folder (`rag_app.source_scope`).
         """
         if not query or not query.strip():
             raise EmptyQueryError("The query is empty; type what you are looking for.")
@@ -565,19 +576,107 @@ class KnowledgeBase:
         if n_results is not None and not 1 <= n_results <= 100:
             raise RAGError(f"n_results must be between 1 and 100, got {n_results}.")
         await self.open()
+        scope = source_scope.resolve(source, self.bm25.sources()) if source is not None else None
         search_settings = self._search_settings(options)
-        retriever = self.retriever(n_results=n_results, settings=search_settings)
-        outcome = await retriever.search(query.strip(), mode=mode)  # type: ignore[arg-type]
+        wanted = n_results or search_settings.rag_retrieval_count
+        widen = search_settings.rag_passage_chars > 0 and mode != "separate"
+        # with passages, extra candidates stand by for hits that fall inside another's passage
+        fetch_n = min(3 * wanted, 100) if widen else wanted
+        retriever = self.retriever(n_results=fetch_n, settings=search_settings)
+        outcome = await retriever.search(query.strip(), mode=mode, sources=scope)  # type: ignore[arg-type]
+        hits = [Hit.from_node(n) for n in outcome.fused]
+        if widen and hits:
+            with timer("passages", outcome.timings):
+                hits = await asyncio.to_thread(self._passages, hits, search_settings, wanted)
+        else:
+            hits = hits[:wanted]
         result = RetrievalResult(
             query=query,
             mode=outcome.mode,
-            hits=[Hit.from_node(n) for n in outcome.fused],
+            hits=hits,
             vector_hits=[Hit.from_node(n) for n in outcome.vector],
             bm25_hits=[Hit.from_node(n) for n in outcome.bm25],
             timings=outcome.timings,
         )
         self._log_retrieval(search_settings, result)
         return result
+
+    def _passages(self, hits: list[Hit], settings: RAGSettings, limit: int) -> list[Hit]:
+        """Hits widened to their passages within the answer budgets (`rag_app.passages`)."""
+
+        def fetch(source: str, first: int, last: int) -> list[Piece]:
+            return [
+                Piece(
+                    int(n.metadata.get("chunk_index", -1)),
+                    n.get_content(),
+                    str(n.metadata.get("heading_path", "")),
+                )
+                for n in self.store.section_nodes(source, first, last)
+            ]
+
+        return expand_hits(
+            hits,
+            fetch,
+            per_hit=settings.rag_passage_chars,
+            total=settings.rag_answer_chars,
+            limit=limit,
+        )
+
+    @_storage_guard
+    async def read_source(
+        self,
+        source: str,
+        *,
+        section: str = "",
+        offset: int = 0,
+        max_chars: int | None = None,
+    ) -> ReadResult:
+        """A source's stored text in reading order (one section of it when `section` is a
+        heading path or heading), paged by `max_chars` from `offset`."""
+        limit = max_chars or self.settings.rag_read_chars
+        if not 100 <= limit <= MAX_READ_CHARS:
+            raise RAGError(f"max_chars must be between 100 and {MAX_READ_CHARS:,}, got {limit}.")
+        if offset < 0:
+            raise RAGError(f"offset must be 0 or more, got {offset}.")
+        await self.open()
+        key = self._resolve_source(source.strip())
+        if key not in self.bm25.sources():
+            raise UnknownSourceError(
+                f"{source!r} is not in the knowledge base; rag_stats lists the sources."
+            )
+        nodes = await asyncio.to_thread(self.store.source_nodes, key)
+        pieces = [
+            (
+                int(n.metadata.get("chunk_index", 0) or 0),
+                n.get_content(),
+                str(n.metadata.get("heading_path", "")),
+                int(n.metadata.get("heading_level", 0) or 0),
+            )
+            for n in nodes
+        ]
+        title = str(nodes[0].metadata.get("title", "")) if nodes else ""
+        section = " > ".join(p.strip() for p in section.replace("›", ">").split(">") if p.strip())
+        if title and section.startswith(title + " > "):  # copied with the hit's page title
+            section = section[len(title) + 3 :]
+        text, sections = reading_text(pieces, section)
+        if section and not text:
+            raise RAGError(
+                f"{key} has no section {section!r}; its sections are listed when it is "
+                "read without one."
+            )
+        if offset > len(text):
+            raise RAGError(f"offset {offset:,} is past the end ({len(text):,} characters).")
+        part, next_offset = page(text, offset, limit)
+        return ReadResult(
+            source=key,
+            title=title,
+            section=section,
+            text=part,
+            offset=offset,
+            next_offset=next_offset,
+            total_chars=len(text),
+            sections=sections,
+        )
 
     def _log_retrieval(self, settings: RAGSettings, result: RetrievalResult) -> None:
         if not settings.rag_debug_log_enabled:
@@ -633,9 +732,13 @@ class KnowledgeBase:
         if self.store.poll_changes:
             await asyncio.to_thread(self.store.catch_up)
         counts = self.store.source_chunk_counts()
+        records = await asyncio.to_thread(self.store.chroma.list_sources)
+        dated = {r.source: r.indexed_at for r in records}
         return KBStats(
             total_chunks=await asyncio.to_thread(self.store.count),
             sources=sorted(counts),
+            source_chunks={src: counts[src] for src in sorted(counts)},
+            source_dates={src: dated.get(src, "") for src in sorted(counts)},
             embedding_model=self.store.model_name,
             embedding_dimension=self.store.dimension,
             bm25_documents=len(self.bm25),

@@ -19,3 +19,6 @@ def shorten(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[: max(limit - 1, 0)].rstrip() + ELLIPSIS
+
+
+MAX_READ_CHARS = 50_000  # one rag_read page

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
+
+from rag_app.markdown_fences import Fences
 
 if TYPE_CHECKING:  # results are also built by light clients that never import LlamaIndex
     from llama_index.core.schema import NodeWithScore
@@ -27,6 +30,10 @@ class Hit:
     bm25_score: float | None
     combined_score: float
     metadata: dict[str, Any] = field(default_factory=dict)
+    rank: int = 0
+    passage: str = ""
+    """The hit widened to its passage (`rag_app.passages`); empty when not expanded."""
+    passage_chunks: list[int] = field(default_factory=list)
 
     @classmethod
     def from_node(cls, nws: NodeWithScore) -> Hit:
@@ -64,12 +71,47 @@ def unique_sources(hits: list[Hit]) -> list[str]:
     return list(dict.fromkeys(h.source_url for h in hits if h.source_url))
 
 
+HIT_HEADING_LEVEL = 2
+"""Every hit starts with `## [rank] Source: <url>`; headings inside a passage are demoted
+below this level so none of them reads as the start of another hit."""
+_SHALLOW_HEADING = re.compile(rf"^#{{1,{HIT_HEADING_LEVEL}}}(?=\s)")
+
+
+def demote_headings(text: str) -> str:
+    """Markdown headings of level 1–2 outside code fences become level 3."""
+    fences = Fences()
+    out: list[str] = []
+    for line in text.split("\n"):
+        if not fences.step(line):
+            line = _SHALLOW_HEADING.sub("#" * (HIT_HEADING_LEVEL + 1), line)
+        out.append(line)
+    return "\n".join(out)
+
+
+def _scores(h: Hit) -> str:
+    parts = [f"スコア {h.combined_score:.3f}"]
+    if h.vector_distance is not None:
+        parts.append(f"ベクトル距離 {h.vector_distance:.3f}")
+    if h.bm25_score is not None:
+        parts.append(f"BM25 {h.bm25_score:.2f}")
+    return " / ".join(parts)
+
+
+def format_hit(h: Hit, rank: int) -> str:
+    """One hit: `## [rank] Source: <url>`, its place (title › heading path) and scores,
+    then its passage (or chunk text)."""
+    path = h.heading_path.split(" > ") if h.heading_path else []
+    if path and path[0] == h.title:  # an h1 that repeats the page title
+        path = path[1:]
+    place = " › ".join(p for p in (h.title, *path) if p)
+    about = " · ".join(p for p in (place, _scores(h)) if p)
+    body = demote_headings(h.passage or h.text)
+    return f"{'#' * HIT_HEADING_LEVEL} [{rank}] Source: {h.source_url}\n{about}\n\n{body}"
+
+
 def format_context(hits: list[Hit]) -> str:
-    """`## Source: <url>` then the text; hits of one source grouped so a page appears once."""
-    groups: dict[str, list[str]] = {}
-    for h in hits:
-        groups.setdefault(h.source_url, []).append(h.text)
-    return "\n\n".join(f"## Source: {src}\n" + "\n\n".join(texts) for src, texts in groups.items())
+    """Every hit in rank order (spec's `## Source: <url>` with its rank in front)."""
+    return "\n\n".join(format_hit(h, h.rank or i) for i, h in enumerate(hits, 1))
 
 
 @dataclass
@@ -173,6 +215,27 @@ class CrawlSummary:
 
 
 @dataclass
+class ReadResult:
+    """`rag_read`: one page of a source's stored text in reading order."""
+
+    source: str
+    title: str
+    section: str
+    text: str
+    offset: int
+    next_offset: int | None
+    total_chars: int
+    sections: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReadResult:
+        return cls(**_known(cls, data))
+
+
+@dataclass
 class KBStats:
     """What is in the knowledge base."""
 
@@ -183,6 +246,10 @@ class KBStats:
     bm25_documents: int
     vector_store: str
     bm25_dir: str
+    source_chunks: dict[str, int] = field(default_factory=dict)
+    """Chunks per source."""
+    source_dates: dict[str, str] = field(default_factory=dict)
+    """When each source was last indexed (ISO 8601, UTC)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "source_count": len(self.sources)}

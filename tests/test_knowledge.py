@@ -47,12 +47,39 @@ async def test_english_semantic_query(kb: KnowledgeBase, docs: Path) -> None:
     assert "gather" in result.hits[0].text
 
 
-async def test_context_groups_hits_by_source(kb: KnowledgeBase, docs: Path) -> None:
+async def test_context_lists_each_hit_with_its_rank_and_passage(
+    kb: KnowledgeBase, docs: Path
+) -> None:
     await kb.index_dir(docs)
     result = await kb.retrieve("りゅうおう", n_results=5)
     ctx = result.context
-    for src in result.sources:
-        assert ctx.count(f"## Source: {src}\n") == 1
+    assert [h.rank for h in result.hits] == list(range(1, len(result.hits) + 1))
+    starts = [ctx.index(f"## [{h.rank}] Source: {h.source_url}\n") for h in result.hits]
+    assert starts == sorted(starts)
+    for h in result.hits:
+        assert h.text in h.passage or h.passage.startswith(h.text[:20])
+        assert h.chunk_index in h.passage_chunks
+    assert sum(len(h.passage) for h in result.hits) <= kb.settings.rag_answer_chars
+
+
+async def test_a_hit_is_widened_to_its_section(kb: KnowledgeBase, tmp_path: Path) -> None:
+    folder = tmp_path / "long"
+    folder.mkdir()
+    steps = "\n\n".join(
+        f"手順{i}: 設定ファイルの項目{i}を確認し、値が正しいことを確かめてから次へ進みます。"
+        for i in range(1, 13)
+    )
+    (folder / "guide.md").write_text(f"# 導入ガイド\n\n## 設定\n\n{steps}\n\n## 付録\n\n別の話題。")
+    await kb.index_dir(folder)
+    hit = (await kb.retrieve("手順6 項目6", n_results=1)).hits[0]
+    assert "手順6" in hit.text and len(hit.text) <= kb.settings.rag_chunk_size
+    assert len(hit.text) < len(hit.passage) <= kb.settings.rag_passage_chars
+    assert "手順5" in hit.passage and "手順7" in hit.passage  # read on, and back
+    assert "別の話題" not in hit.passage  # another section stays out
+    assert hit.passage.count("手順6:") == 1  # chunk overlaps are not repeated
+    assert hit.passage_chunks == sorted(hit.passage_chunks)
+    narrow = await kb.retrieve("手順6 項目6", n_results=1, options={"rag_passage_chars": 0})
+    assert narrow.hits[0].passage == "" and narrow.hits[0].text == hit.text
 
 
 async def test_modes(kb: KnowledgeBase, docs: Path) -> None:
@@ -253,3 +280,12 @@ async def test_retrieval_logging_follows_debug_switch(
     with caplog.at_level("DEBUG", logger="rag_app.retrieval"):
         await off.retrieve("りゅうおう")
     assert "RAG retrieve" not in caplog.text
+
+
+async def test_sync_retrieve_works_inside_a_running_event_loop(
+    kb: KnowledgeBase, docs: Path
+) -> None:
+    # what a notebook does: call the synchronous LlamaIndex API while a loop runs
+    await kb.index_dir(docs)
+    nodes = kb.retriever(n_results=2).retrieve("りゅうおう")
+    assert nodes and "りゅうおう" in nodes[0].node.get_content()

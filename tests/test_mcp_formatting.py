@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from mcp_server.formatting import (
     NO_HITS,
@@ -38,13 +39,34 @@ A2 = hit("a2", "https://ex.test/a", "名前: スライム / HP: 3", vector_dista
 B1 = hit("b1", "https://ex.test/b", "しれんのしろ", bm25_score=4.5, combined_score=0.7)
 
 
-def test_fused_text_is_spec_form_with_one_heading_per_url() -> None:
+def test_fused_text_has_one_ranked_heading_per_hit_in_rank_order() -> None:
     result = RetrievalResult(query="りゅうおう", mode="fused", hits=[A1, B1, A2])
     text = format_search(result)
-    assert text.startswith("## Source: https://ex.test/a\n名前: りゅうおう / HP: 90")
-    assert text.count("## Source: https://ex.test/a") == 1
-    assert "## Source: https://ex.test/b\nしれんのしろ" in text
-    assert text.index("スライム") < text.index("https://ex.test/b")
+    assert text.startswith(
+        "## [1] Source: https://ex.test/a\n"
+        "モンスター一覧 › モンスター › ボス · スコア 0.000 / ベクトル距離 0.200\n\n"
+        "名前: りゅうおう / HP: 90"
+    )
+    assert "## [2] Source: https://ex.test/b\n" in text and "BM25 4.50" in text
+    assert (
+        text.index("[2]") < text.index("しれんのしろ") < text.index("[3]") < text.index("スライム")
+    )
+    assert [line[:6] for line in text.splitlines() if line.startswith("## ")] == [
+        "## [1]",
+        "## [2]",
+        "## [3]",
+    ]
+
+
+def test_a_passage_replaces_the_chunk_and_its_headings_sit_below_the_hit() -> None:
+    passage = "# ボス\n## りゅうおう\n名前: りゅうおう / HP: 90\n```sh\n# not a heading\n```"
+    wide = replace(A1, rank=1, passage=passage)
+    text = format_search(RetrievalResult(query="q", mode="fused", hits=[wide]))
+    assert "### ボス\n### りゅうおう\n名前: りゅうおう / HP: 90" in text
+    assert "```sh\n# not a heading\n```" in text
+    assert sum(line.startswith("## ") for line in text.splitlines()) == 1
+    out = SearchOutput.of(RetrievalResult(query="q", mode="fused", hits=[wide]))
+    assert out.hits[0].passage == passage and out.hits[0].text == A1.text
 
 
 def test_no_hits_message_in_every_mode() -> None:
@@ -62,10 +84,10 @@ def test_separate_mode_has_two_labelled_sections_and_skips_repeats() -> None:
     )
     text = format_search(result)
     vector_part, bm25_part = text.split("# BM25 キーワード検索の結果 (2件)")
-    assert vector_part.startswith("# ベクトル検索の結果 (2件)\n\n## Source: https://ex.test/a")
+    assert vector_part.startswith("# ベクトル検索の結果 (2件)\n\n## [1] Source: https://ex.test/a")
     assert "りゅうおう" in vector_part and "スライム" in vector_part
     assert "りゅうおう" not in bm25_part, "a chunk already shown above is not repeated"
-    assert "## Source: https://ex.test/b\nしれんのしろ" in bm25_part
+    assert "## [1] Source: https://ex.test/b\n" in bm25_part and "しれんのしろ" in bm25_part
     assert "同じチャンク 1 件は省略" in bm25_part
 
 
@@ -84,7 +106,7 @@ def test_search_structured_content_keeps_every_score_and_rank() -> None:
     assert [h["rank"] for h in out["vector_hits"]] == [1, 2]
     assert out["vector_hits"][0]["vector_distance"] == 0.2
     assert out["vector_hits"][0]["bm25_score"] is None
-    assert out["bm25_hits"][0] | {"text": ""} == {
+    assert out["bm25_hits"][0] | {"text": "", "passage": ""} == {
         "rank": 1,
         "node_id": "b1",
         "source_url": "https://ex.test/b",
@@ -93,6 +115,7 @@ def test_search_structured_content_keeps_every_score_and_rank() -> None:
         "content_type": "table",
         "chunk_index": 0,
         "text": "",
+        "passage": "",
         "vector_distance": None,
         "bm25_score": 4.5,
         "combined_score": 0.7,
@@ -131,23 +154,33 @@ def test_crawl_summary_text_and_structured_errors() -> None:
 
 
 def test_stats_text_and_structured() -> None:
+    sources = [f"https://ex.test/{i:02d}" for i in range(25)]
     stats = KBStats(
         total_chunks=342,
-        sources=[f"https://ex.test/{i}" for i in range(25)],
+        sources=sources,
         embedding_model="multilingual-e5-small",
         embedding_dimension=384,
         bm25_documents=342,
         vector_store="./chroma_db",
         bm25_dir="./bm25_index",
+        source_chunks={s: 10 + i for i, s in enumerate(sources)},
+        source_dates={s: "2026-11-23T10:00:00+00:00" for s in sources},
     )
     text = format_stats(stats)
     assert text.startswith("ナレッジベース統計:\n     総チャンク数: 342\n     ソースURL数: 25\n")
     assert "multilingual-e5-small (384次元)" in text
+    assert "- https://ex.test/00 (10チャンク, 2026-11-23 10:00:00)" in text
     assert "https://ex.test/19" in text and "https://ex.test/20" not in text
-    assert "他 5件" in text
-    assert StatsOutput.of(stats).model_dump() == {
-        **{k: v for k, v in stats.to_dict().items()},
-        "source_count": 25,
+    assert "他 5件 (offset=20 で続きを表示)" in text
+    second = format_stats(stats, offset=20)
+    assert "https://ex.test/24 (34チャンク" in second and "https://ex.test/19" not in second
+    out = StatsOutput.of(stats, offset=20, limit=3).model_dump()
+    assert out["source_count"] == 25 and out["offset"] == 20
+    assert out["sources"] == sources[20:23]
+    assert out["source_details"][0] == {
+        "source": "https://ex.test/20",
+        "chunks": 30,
+        "indexed_at": "2026-11-23T10:00:00+00:00",
     }
 
 

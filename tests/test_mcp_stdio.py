@@ -210,7 +210,7 @@ async def test_stray_stdout_writes_cannot_break_the_protocol(tmp_path: Path) -> 
             tools = await client.list_tools()
     assert not result.is_error, text_of(result)
     assert "総チャンク数: 0" in text_of(result)
-    assert len(tools.tools) == 5
+    assert len(tools.tools) == 6
     stderr = log.read_text()
     assert "noise from print()" in stderr and "noise on fd 1" in stderr
 

@@ -104,10 +104,17 @@ def stand_in_fetching(
     monkeypatch.setattr(kb, "ingest_from_index", ingest_from_index, raising=False)
 
 
-async def test_lists_five_tools_with_schemas(kb: KnowledgeBase, settings: RAGSettings) -> None:
+async def test_lists_six_tools_with_schemas(kb: KnowledgeBase, settings: RAGSettings) -> None:
     async with connect(kb, settings) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert sorted(tools) == ["rag_add", "rag_crawl", "rag_delete", "rag_search", "rag_stats"]
+    assert sorted(tools) == [
+        "rag_add",
+        "rag_crawl",
+        "rag_delete",
+        "rag_read",
+        "rag_search",
+        "rag_stats",
+    ]
     required = {name: t.input_schema.get("required", []) for name, t in tools.items()}
     assert required == {
         "rag_search": ["query"],
@@ -115,10 +122,16 @@ async def test_lists_five_tools_with_schemas(kb: KnowledgeBase, settings: RAGSet
         "rag_crawl": ["url"],
         "rag_delete": ["url"],
         "rag_stats": [],
+        "rag_read": ["source"],
     }
     search_props = tools["rag_search"].input_schema["properties"]
-    assert set(search_props) == {"query", "n_results", "mode"}
-    assert "separate" in search_props["mode"]["enum"]
+    assert set(search_props) == {"query", "n_results", "mode", "source"}
+    mode_types = {b.get("type"): b for b in search_props["mode"]["anyOf"]}
+    assert mode_types["string"]["enum"] == ["fused", "vector", "bm25", "separate"]
+    assert "enum" not in search_props["mode"] and "enum" not in mode_types["null"]
+    assert "RAG_" not in search_props["n_results"]["description"]  # says what it does
+    read_props = tools["rag_read"].input_schema["properties"]
+    assert set(read_props) == {"source", "section", "offset", "max_chars"}
     assert "pattern" in tools["rag_crawl"].input_schema["properties"]
     for tool in tools.values():
         assert tool.description and tool.output_schema, tool.name
@@ -135,9 +148,10 @@ async def test_search_finds_the_table_row(
         result = await client.call_tool("rag_search", {"query": "りゅうおう の HP", "n_results": 3})
     assert not result.is_error, text_of(result)
     text = text_of(result)
-    assert text.startswith(f"## Source: {MONSTERS_URL}\n")
+    assert text.startswith(f"## [1] Source: {MONSTERS_URL}\nモンスター一覧")
     assert "りゅうおう" in text and "90" in text
-    assert text.count(f"## Source: {MONSTERS_URL}") == 1
+    assert "## [4]" not in text  # rows next to the hit are in its passage, not repeated
+    assert text.count("名前: りゅうおう") == 1
     data = result.structured_content
     assert data is not None and data["query"] == "りゅうおう の HP"
     top = data["hits"][0]
@@ -177,6 +191,7 @@ async def test_default_count_is_rag_retrieval_count(tmp_path: Path, builtin_embe
         chromadb_persist_dir=str(tmp_path / "c"),
         bm25_persist_dir=str(tmp_path / "b"),
         rag_retrieval_count=1,
+        rag_passage_chars=0,  # chunks alone: with passages, rows of one table merge
     )
     kb = await KnowledgeBase(settings, embed_model=builtin_embed).open()
     await ingest(kb)
@@ -347,7 +362,7 @@ async def test_handshake_does_not_wait_for_the_knowledge_base(
     server = build_server(settings, kb_factory=slow_factory)
     async with Client(server, mode="legacy") as client:
         tools = await asyncio.wait_for(client.list_tools(), timeout=5)
-        assert len(tools.tools) == 5
+        assert len(tools.tools) == 6
         stats = asyncio.create_task(client.call_tool("rag_stats", {}))
         await asyncio.sleep(0.05)
         assert not stats.done(), "a tool call waits for the knowledge base"
@@ -397,3 +412,34 @@ async def test_private_address_is_refused_by_default(
     assert result.is_error
     message = text_of(result)
     assert "127.0.0.1" in message and "\n" not in message
+
+
+async def test_search_scoped_to_a_source_and_read_a_whole_source(
+    kb: KnowledgeBase, settings: RAGSettings
+) -> None:
+    await ingest(kb)
+    async with connect(kb, settings) as client:
+        scoped = await client.call_tool(
+            "rag_search", {"query": "りゅうおう", "source": "https://ex.test/castle"}
+        )
+        everywhere = await client.call_tool("rag_search", {"query": "りゅうおう"})
+        nowhere = await client.call_tool("rag_search", {"query": "x", "source": "nope.test"})
+        whole = await client.call_tool("rag_read", {"source": MONSTERS_URL})
+        paged = await client.call_tool("rag_read", {"source": MONSTERS_URL, "max_chars": 100})
+        missing = await client.call_tool("rag_read", {"source": "https://ex.test/none"})
+    assert not scoped.is_error, text_of(scoped)
+    data = scoped.structured_content
+    assert data is not None and {h["source_url"] for h in data["hits"]} == {CASTLE_URL}
+    assert everywhere.structured_content["hits"][0]["source_url"] == MONSTERS_URL
+    assert nowhere.is_error and "nope.test" in text_of(nowhere)
+    assert not whole.is_error, text_of(whole)
+    text = text_of(whole)
+    assert text.startswith(f"## Source: {MONSTERS_URL}\nモンスター一覧")
+    rows = [line for line in text.splitlines() if line.startswith("名前: ")]
+    assert [r.split()[1] for r in rows] == ["スライム", "ドラキー", "りゅうおう"]  # reading order
+    read = whole.structured_content
+    assert read is not None and read["next_offset"] is None and read["total_chars"] > 100
+    page = paged.structured_content
+    assert page is not None and page["next_offset"] and len(page["text"]) <= 100
+    assert "offset=" in text_of(paged)
+    assert missing.is_error and "rag_stats" in text_of(missing)

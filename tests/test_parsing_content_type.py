@@ -46,7 +46,7 @@ Thanks for reading to the end."""
 
 
 def test_content_type_values_are_plain_strings() -> None:
-    assert [c.value for c in ContentType] == ["prose", "table", "mixed", "heading"]
+    assert [c.value for c in ContentType] == ["prose", "table", "mixed", "heading", "code"]
     assert ContentType("table") is ContentType.TABLE
     assert ContentType.PROSE == "prose"
     assert isinstance(ContentType.MIXED, str)

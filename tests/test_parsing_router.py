@@ -13,7 +13,7 @@ from llama_index.core.schema import MetadataMode
 
 from rag_app.config import load_settings
 from rag_app.parsing import StructuredNodeParser, structured_chunks
-from rag_app.parsing.router import split_blocks
+from rag_app.parsing.router import CODE_BLOCK_CHARS, split_blocks
 from rag_app.parsing.tables import Table
 
 JA_PAGE = """モンスター図鑑へようこそ。このページでは敵の強さをまとめている。
@@ -120,7 +120,7 @@ def test_fenced_code_is_never_a_table_or_heading() -> None:
     text = "# Code\n```\n| a | b |\n|---|---|\n| 1 | 2 |\n# not a heading\n```"
     blocks = split_blocks(text.split("\n", 1)[1])
     assert len(blocks) == 1 and not isinstance(blocks[0], Table)
-    assert {c.content_type.value for c in structured_chunks(text)} == {"heading"}
+    assert {c.content_type.value for c in structured_chunks(text)} == {"code"}
 
 
 def test_nodes_carry_document_metadata_and_continuous_chunk_index() -> None:
@@ -247,7 +247,9 @@ def test_random_documents_keep_the_invariants(seed: int) -> None:
         chunks = structured_chunks(text, size, overlap)
         for chunk in chunks:
             assert chunk.text and chunk.text == chunk.text.strip(), repr(text)
-            if chunk.content_type.value != "table":
+            if chunk.content_type.value == "code":  # whole up to the code block limit
+                assert len(chunk.text) <= max(size, CODE_BLOCK_CHARS), repr(text)
+            elif chunk.content_type.value != "table":
                 assert len(chunk.text) <= size, repr(text)
         assert chunks == structured_chunks(text, size, overlap)
 

@@ -200,12 +200,19 @@ class BM25Index:
         k1: float | None = None,
         b: float | None = None,
         fields: FieldWeights | None = None,
+        sources: Sequence[str] | None = None,
     ) -> list[tuple[str, float]]:
-        """Best `top_k` (id, raw BM25 score) pairs with score > 0, best first."""
+        """Best `top_k` (id, raw BM25 score) pairs with score > 0, best first; only chunks
+        of `sources` when given."""
         k1 = self.k1 if k1 is None else k1
         b = self.b if b is None else b
         with self._lock:
-            return self._p.search(self._query_terms(query, fields), top_k, k1, b)
+            allowed = None
+            if sources is not None:
+                allowed = [
+                    self._p.id_to_slot[i] for s in sources for i in self._p.source_ids.get(s, ())
+                ]
+            return self._p.search(self._query_terms(query, fields), top_k, k1, b, allowed)
 
     # ------------------------------------------------------------- mutations
     def add(self, docs: Sequence[BM25Document]) -> int:

@@ -277,12 +277,24 @@ class Postings:
         return slot_parts, score_parts
 
     def search(
-        self, query: list[QueryTerm], top_k: int, k1: float, b: float
+        self,
+        query: list[QueryTerm],
+        top_k: int,
+        k1: float,
+        b: float,
+        allowed: list[int] | None = None,
     ) -> list[tuple[str, float]]:
-        """Best `top_k` (id, score) with score > 0; ties ordered by id."""
+        """Best `top_k` (id, score) with score > 0; ties ordered by id. With `allowed`,
+        only those slots compete (statistics stay the whole index's)."""
         if not query or self.n_live == 0 or top_k <= 0:
             return []
         slot_parts, score_parts = self._term_scores(query, k1, b)
+        if allowed is not None:
+            mask = np.zeros(self.n_slots, dtype=bool)
+            mask[np.asarray(allowed, dtype=np.int64)] = True
+            kept = [(s, mask[s]) for s in slot_parts]
+            score_parts = [p[m] for p, (_, m) in zip(score_parts, kept, strict=True)]
+            slot_parts = [s[m] for s, m in kept]
         if not slot_parts:
             return []
         if len(slot_parts) == 1:  # a term's postings hold each slot once

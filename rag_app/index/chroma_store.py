@@ -223,6 +223,29 @@ class ChromaStore:
                 metadatas=got["metadatas"],
             )
 
+    def section_nodes(self, source: str, first: int, last: int) -> list[TextNode]:
+        """The stored chunks of `source` with `first <= chunk_index <= last`."""
+        where = {
+            "$and": [
+                {"source_url": source},
+                {"chunk_index": {"$gte": first}},
+                {"chunk_index": {"$lte": last}},
+            ]
+        }
+        got = self.collection.get(where=where, include=["documents", "metadatas"])  # type: ignore[arg-type]
+        return [
+            self._to_node(i, d, m)
+            for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+        ]
+
+    def source_nodes(self, source: str) -> list[TextNode]:
+        """Every stored chunk of `source` (any order)."""
+        got = self.collection.get(where={"source_url": source}, include=["documents", "metadatas"])
+        return [
+            self._to_node(i, d, m)
+            for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+        ]
+
     def ids_for_source(self, source: str) -> list[str]:
         got = self.collection.get(where={"source_url": source}, include=[])
         return list(got["ids"])
@@ -267,8 +290,10 @@ class ChromaStore:
             set_metadata_modes([node])
         return node  # type: ignore[return-value]
 
-    def query_ids(self, embedding: Sequence[float], top_k: int) -> list[tuple[str, float]]:
-        """Nearest chunk ids with cosine distances, best first.
+    def query_ids(
+        self, embedding: Sequence[float], top_k: int, sources: Sequence[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """Nearest chunk ids with cosine distances, best first (within `sources` if given).
 
         The hot search path: asking Chroma for distances only is ~4x faster than for
         documents + metadata; the few hits actually returned are fetched afterwards.
@@ -276,8 +301,12 @@ class ChromaStore:
         if top_k <= 0:
             return []
         try:
+            where = {"source_url": {"$in": list(sources)}} if sources is not None else None
             got = self.collection.query(
-                query_embeddings=[list(embedding)], n_results=top_k, include=["distances"]
+                query_embeddings=[list(embedding)],
+                n_results=top_k,
+                include=["distances"],
+                where=where,  # type: ignore[arg-type]
             )
         except Exception:
             if self.count() == 0:

@@ -7,7 +7,9 @@ gives the richer outcome (separate lists, raw scores, step timings).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -89,16 +91,28 @@ class HybridRetriever(BaseRetriever):
         self.mode: SearchMode = mode
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return asyncio.run(self._aretrieve(query_bundle))
+        """Synchronous `retrieve()`; inside a running event loop (Jupyter) the search runs
+        on its own loop in a worker thread, since `asyncio.run` cannot nest."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._aretrieve(query_bundle))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, self._aretrieve(query_bundle)).result()
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         outcome = await self.search(query_bundle.query_str)
         return outcome.fused
 
     async def search(
-        self, query: str, n_results: int | None = None, mode: SearchMode | None = None
+        self,
+        query: str,
+        n_results: int | None = None,
+        mode: SearchMode | None = None,
+        sources: Sequence[str] | None = None,
     ) -> SearchOutcome:
-        """Run one query; `mode` picks fused / vector / bm25 / separate."""
+        """Run one query; `mode` picks fused / vector / bm25 / separate; `sources`, when
+        given, are the only sources searched."""
         n = n_results or self.similarity_top_k
         mode = mode or self.mode
         outcome = SearchOutcome(mode=mode)
@@ -114,7 +128,7 @@ class HybridRetriever(BaseRetriever):
                 with timer("query_embedding", t, logger):
                     emb = await self.embed_model.aget_query_embedding(query)
                 with timer("vector_query", t, logger):
-                    return await asyncio.to_thread(self.store.query_ids, emb, k)
+                    return await asyncio.to_thread(self.store.query_ids, emb, k, sources)
 
             async def bm25_side() -> list[tuple[str, float]]:
                 with timer("bm25_query", t, logger):
@@ -125,6 +139,7 @@ class HybridRetriever(BaseRetriever):
                         k1=self.bm25_k1,
                         b=self.bm25_b,
                         fields=self.bm25_fields,
+                        sources=sources,
                     )
 
             if want_vec and want_bm:

@@ -146,8 +146,10 @@ class KnowledgeStore:
     def count(self) -> int:
         return self.chroma.count()
 
-    def query_ids(self, embedding: Sequence[float], top_k: int) -> list[tuple[str, float]]:
-        return self.chroma.query_ids(embedding, top_k)
+    def query_ids(
+        self, embedding: Sequence[float], top_k: int, sources: Sequence[str] | None = None
+    ) -> list[tuple[str, float]]:
+        return self.chroma.query_ids(embedding, top_k, sources)
 
     def bm25_search(
         self,
@@ -157,13 +159,22 @@ class KnowledgeStore:
         k1: float | None = None,
         b: float | None = None,
         fields: FieldWeights | None = None,
+        sources: Sequence[str] | None = None,
     ) -> list[tuple[str, float]]:
         if self.poll_changes:
             self.catch_up()
-        return self.bm25.search(query, top_k, k1=k1, b=b, fields=fields)
+        return self.bm25.search(query, top_k, k1=k1, b=b, fields=fields, sources=sources)
 
     def get_nodes(self, ids: Sequence[str]) -> list[TextNode]:
         return self.chroma.get_nodes(ids)
+
+    def source_nodes(self, source: str) -> list[TextNode]:
+        """Every chunk of one source, for reading it whole."""
+        return self.chroma.source_nodes(source)
+
+    def section_nodes(self, source: str, first: int, last: int) -> list[TextNode]:
+        """Chunks `first..last` (by `chunk_index`) of one source, for passages."""
+        return self.chroma.section_nodes(source, first, last)
 
     def existing_embeddings(self, ids: Sequence[str]) -> dict[str, list[float]]:
         return self.chroma.existing_embeddings(ids)

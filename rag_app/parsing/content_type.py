@@ -30,6 +30,7 @@ class ContentType(StrEnum):
     TABLE = "table"
     MIXED = "mixed"
     HEADING = "heading"
+    CODE = "code"
 
 
 def is_separator_row(line: str) -> bool:

@@ -17,6 +17,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
+from rag_app.markdown_fences import Fences
 from rag_app.parsing.base import ChunkingNodeParser, check_sizes
 from rag_app.parsing.chunk import MAX_HEADING_CHARS, Chunk, join_path, shorten
 from rag_app.parsing.content_type import ContentType
@@ -27,7 +28,6 @@ from rag_app.parsing.prose import prose_chunks, split_prose
 # makes the regex engine backtrack (see tests/adversarial/test_regex_worst_case.py).
 _HTML_OPEN = re.compile(r"<h([1-6])\b", re.IGNORECASE)
 _HTML_CLOSE = re.compile(r"</h([1-6])\s*>", re.IGNORECASE)
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _BLANKS = " \t"
 
 
@@ -143,11 +143,9 @@ def split_sections(text: str) -> list[Section]:
     """Sections in document order; the level-0 preamble only if it has text."""
     raw: list[tuple[str, int, tuple[str, ...], list[str]]] = [("", 0, (), [])]
     stack: list[tuple[int, str]] = []
-    in_fence = False
+    fences = Fences()
     for line in normalize_headings(text).split("\n"):
-        if _FENCE.match(line):
-            in_fence = not in_fence
-        parsed = None if in_fence else atx_heading(line)
+        parsed = None if fences.step(line) else atx_heading(line)
         if parsed is None:
             raw[-1][3].append(line)
             continue

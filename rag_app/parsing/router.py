@@ -10,11 +10,11 @@ Nodes come out in document order with one continuous `chunk_index`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
 from rag_app.config import RAGSettings
+from rag_app.markdown_fences import Fences, opening
 from rag_app.parsing.base import SizedNodeParser, check_sizes
 from rag_app.parsing.chunk import Chunk, MetadataValue
 from rag_app.parsing.content_type import ContentType, detect_content_type
@@ -22,14 +22,19 @@ from rag_app.parsing.headings import Section, section_chunks, split_sections
 from rag_app.parsing.prose import prose_chunks
 from rag_app.parsing.tables import Table, caption_of, split_table_blocks, table_chunks
 
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+CODE_BLOCK_CHARS = 1200
+"""A fenced code block up to this long (or the chunk size, if larger) is one chunk."""
+
+
+class CodeBlock(str):
+    """A fenced code block of a section body, fences included."""
 
 
 def _paragraphs(text: str) -> list[tuple[str, bool]]:
     """(paragraph, is_code) pairs; a fenced code block is one paragraph."""
     paragraphs: list[tuple[str, bool]] = []
     current: list[str] = []
-    in_fence = False
+    fences = Fences()
 
     def flush(is_code: bool) -> None:
         if "\n".join(current).strip():
@@ -37,23 +42,64 @@ def _paragraphs(text: str) -> list[tuple[str, bool]]:
         current.clear()
 
     for line in text.split("\n"):
-        if _FENCE.match(line):
-            if not in_fence:
-                flush(False)
+        was_inside = fences.inside
+        if fences.step(line):
+            if not was_inside:
+                flush(False)  # the paragraph before the opening fence
             current.append(line)
-            if in_fence:
-                flush(True)
-            in_fence = not in_fence
-        elif not in_fence and not line.strip():
+            if was_inside and not fences.inside:
+                flush(True)  # the closing fence ends the block
+        elif not line.strip():
             flush(False)
         else:
             current.append(line)
-    flush(in_fence)
+    flush(fences.inside)
     return paragraphs
 
 
+def code_chunks(
+    block: str,
+    chunk_size: int,
+    code_block_chars: int,
+    heading_path: str = "",
+    heading_level: int = 0,
+    extra: dict[str, MetadataValue] | None = None,
+) -> list[Chunk]:
+    """CODE chunks: the whole block when it fits `max(chunk_size, code_block_chars)`,
+    else pieces cut at line ends, each inside the block's own fences (language kept).
+    Indentation is never touched; only a single line longer than the limit is cut."""
+    limit = max(chunk_size, code_block_chars)
+    meta = dict(extra or {})
+    if len(block) <= limit:
+        return [Chunk(block, ContentType.CODE, heading_path, heading_level, meta)]
+    open_line, run = opening(block)
+    lines = block.split("\n")[1:]
+    if lines and lines[-1].strip().startswith(run[0] * 3):
+        lines = lines[:-1]
+    room = max(limit - len(open_line) - len(run) - 2, 20)
+    pieces: list[list[str]] = [[]]
+    size = 0
+    for line in lines:
+        while len(line) > room:  # one overlong line: cut it
+            pieces.append([line[:room]])
+            line = line[room:]
+            size = room
+        if pieces[-1] and size + len(line) + 1 > room:
+            pieces.append([])
+            size = 0
+        pieces[-1].append(line)
+        size += len(line) + 1
+    return [
+        Chunk(f"{open_line}\n" + "\n".join(p) + f"\n{run}", ContentType.CODE, heading_path,
+              heading_level, meta)
+        for p in pieces
+        if any(x.strip() for x in p)
+    ]  # fmt: skip
+
+
 def split_blocks(text: str) -> list[str | Table]:
-    """Prose strings and `Table`s of a section body, in order; prose runs merged.
+    """Prose strings, `CodeBlock`s and `Table`s of a section body, in order; prose runs
+    merged.
 
     A short one-line paragraph right above a table (how the crawler writes `<caption>`)
     becomes that table's caption, unless the table already has one.
@@ -62,7 +108,14 @@ def split_blocks(text: str) -> list[str | Table]:
     prose: list[str] = []  # joined once per run: repeated concatenation would be quadratic
     previous = ""
     for paragraph, is_code in _paragraphs(text):
-        tabular = not is_code and detect_content_type(paragraph) is not ContentType.PROSE
+        if is_code:
+            if prose:
+                blocks.append("\n\n".join(prose))
+                prose = []
+            blocks.append(CodeBlock(paragraph.strip()))
+            previous = ""
+            continue
+        tabular = detect_content_type(paragraph) is not ContentType.PROSE
         for block in split_table_blocks(paragraph) if tabular else [paragraph.strip()]:
             if isinstance(block, str):
                 prose.append(block)
@@ -73,7 +126,7 @@ def split_blocks(text: str) -> list[str | Table]:
                 blocks.append("\n\n".join(prose))
                 prose = []
             blocks.append(block)
-        previous = "" if is_code else paragraph.strip()
+        previous = paragraph.strip()
     if prose:
         blocks.append("\n\n".join(prose))
     return blocks
@@ -85,8 +138,14 @@ def _section_extra(section: Section) -> dict[str, MetadataValue]:
     return {"heading": section.heading, "parent_headings": section.parent_path}
 
 
-def structured_chunks(text: str, chunk_size: int = 200, chunk_overlap: int = 30) -> list[Chunk]:
-    """All chunks of `text`: heading sections, table rows and prose, in document order."""
+def structured_chunks(
+    text: str,
+    chunk_size: int = 200,
+    chunk_overlap: int = 30,
+    code_block_chars: int = CODE_BLOCK_CHARS,
+) -> list[Chunk]:
+    """All chunks of `text`: heading sections, table rows, code blocks and prose, in
+    document order."""
     check_sizes(chunk_size, chunk_overlap)
     chunks: list[Chunk] = []
     for section in split_sections(text):
@@ -94,7 +153,18 @@ def structured_chunks(text: str, chunk_size: int = 200, chunk_overlap: int = 30)
             chunks.extend(section_chunks(section, chunk_size, chunk_overlap))
             continue
         for block in split_blocks(section.body):
-            if isinstance(block, Table):
+            if isinstance(block, CodeBlock):
+                chunks.extend(
+                    code_chunks(
+                        block,
+                        chunk_size,
+                        code_block_chars,
+                        section.heading_path,
+                        section.level,
+                        _section_extra(section),
+                    )
+                )
+            elif isinstance(block, Table):
                 chunks.extend(
                     table_chunks(
                         block,
@@ -114,9 +184,12 @@ def structured_chunks(text: str, chunk_size: int = 200, chunk_overlap: int = 30)
 class StructuredNodeParser(SizedNodeParser):
     """The default NodeParser: headings, tables and prose, each chunked its own way."""
 
+    code_block_chars: int = CODE_BLOCK_CHARS
+
     @classmethod
     def from_settings(cls, settings: RAGSettings, **kwargs: Any) -> StructuredNodeParser:
-        """Sizes from `RAG_CHUNK_SIZE` / `RAG_CHUNK_OVERLAP`."""
+        """Sizes from `RAG_CHUNK_SIZE` / `RAG_CHUNK_OVERLAP` / `RAG_CODE_BLOCK_CHARS`."""
+        kwargs.setdefault("code_block_chars", settings.rag_code_block_chars)
         return cls(settings.rag_chunk_size, settings.rag_chunk_overlap, **kwargs)
 
     @classmethod
@@ -124,4 +197,4 @@ class StructuredNodeParser(SizedNodeParser):
         return "StructuredNodeParser"
 
     def split_chunks(self, text: str) -> list[Chunk]:
-        return structured_chunks(text, self.chunk_size, self.chunk_overlap)
+        return structured_chunks(text, self.chunk_size, self.chunk_overlap, self.code_block_chars)

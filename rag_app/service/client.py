@@ -24,6 +24,7 @@ from rag_app.results import (
     DirIndexSummary,
     IngestResult,
     KBStats,
+    ReadResult,
     RetrievalResult,
 )
 from rag_app.service import protocol
@@ -131,13 +132,19 @@ class StoreClient:
         return self
 
     async def retrieve(
-        self, query: str, n_results: int | None = None, mode: str | None = None
+        self,
+        query: str,
+        n_results: int | None = None,
+        mode: str | None = None,
+        *,
+        source: str | None = None,
     ) -> RetrievalResult:
         body = {
             "query": query,
             "n_results": n_results,
             "mode": mode,
             "options": protocol.retrieval_options(self.settings),
+            "source": local_uri(source) if source else source,
         }
         return RetrievalResult.from_dict(await self._call("search", body, safe=True))
 
@@ -164,12 +171,24 @@ class StoreClient:
         return DirIndexSummary.from_dict(data)
 
     async def delete_source(self, source: str) -> int:
-        key = source.strip()
-        if key and "://" not in key:
-            local = Path(key).expanduser()
-            if local.exists() or local.is_absolute():
-                key = local.resolve().as_uri()
+        key = local_uri(source.strip())
         return int((await self._call("delete", {"source": key}, safe=False))["deleted"])
+
+    async def read_source(
+        self,
+        source: str,
+        *,
+        section: str = "",
+        offset: int = 0,
+        max_chars: int | None = None,
+    ) -> ReadResult:
+        body = {
+            "source": local_uri(source.strip()),
+            "section": section,
+            "offset": offset,
+            "max_chars": max_chars or self.settings.rag_read_chars,
+        }
+        return ReadResult.from_dict(await self._call("read", body, safe=True))
 
     async def stats(self) -> KBStats:
         return KBStats.from_dict(await self._call("stats", {}, safe=True))
@@ -179,6 +198,16 @@ class StoreClient:
 
     async def reindex(self, progress: Progress | None = None) -> int:
         return int((await self._call("reindex", {}, progress, safe=False))["count"])
+
+
+def local_uri(source: str) -> str:
+    """A local path as the `file://` URI the store keys it by (the service's working
+    folder is not the caller's); URLs and names pass unchanged."""
+    if source and "://" not in source:
+        local = Path(source).expanduser()
+        if local.exists() or local.is_absolute() or source.startswith("."):
+            return local.resolve().as_uri()
+    return source
 
 
 class _Unauthorised(Exception):

@@ -172,6 +172,7 @@ class StoreService:
             "index": self._index,
             "delete": self._delete,
             "stats": self._stats,
+            "read": self._read,
             "check": self._check,
             "reindex": self._reindex,
         }
@@ -265,6 +266,16 @@ class StoreService:
             n_results=body.get("n_results"),
             mode=body.get("mode"),
             options=body.get("options") or None,
+            source=body.get("source") or None,
+        )
+        return result.to_dict()
+
+    async def _read(self, body: dict[str, Any], _progress: Progress) -> Any:
+        result = await self.kb.read_source(
+            str(body.get("source", "")),
+            section=str(body.get("section") or ""),
+            offset=int(body.get("offset") or 0),
+            max_chars=body.get("max_chars"),
         )
         return result.to_dict()
 

@@ -44,9 +44,10 @@ from typing import Any
 
 import pytest
 
+from rag_app import markdown_fences
 from rag_app.crawl import charset, html_text
 from rag_app.crawl.links import compile_pattern
-from rag_app.parsing import content_type, headings, prose, router, tables
+from rag_app.parsing import content_type, headings, prose, tables
 from rag_app.parsing.router import structured_chunks
 
 BOUND = 1.0  # seconds; every case below takes a few milliseconds
@@ -141,9 +142,9 @@ def test_strip_tags_replaces_tag_regex(text: str) -> None:
     within(headings.strip_tags, text)
 
 
-@pytest.mark.parametrize("module", [headings, router])
-def test_fence(module: Any) -> None:
-    within(module._FENCE.match, " " * 3 + "`" * SIZE)
+def test_fence() -> None:
+    within(markdown_fences._RUN.match, " " * 3 + "`" * SIZE)
+    within(markdown_fences._RUN.match, " " * 3 + "`" * SIZE + "x" + "`" * SIZE)
     within(structured_chunks, ("```\n" + "`" * 1000 + "\n") * (SIZE // 1000))
 
 

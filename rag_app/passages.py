@@ -1,0 +1,175 @@
+"""Retrieve small, return big: each hit widened to its passage within character budgets.
+
+Retrieval ranks small chunks (a 200-character chunk is what matches a question best);
+an LLM needs the passage around it. A hit's passage is its chunk plus the neighbouring
+chunks of the same section (same source, same heading path, consecutive `chunk_index`),
+added after and before in turn while the passage stays within the per-hit budget; the
+chunker's overlaps are removed where chunks join. Budgets go to hits in rank order: each
+gets at most `per_hit` characters and no more than what the whole answer may still use
+(`total`) after keeping room for every later hit's own chunk, so the answer never exceeds
+`total` unless the chunks alone already do. A hit whose chunk is already inside a
+better-ranked passage is dropped.
+
+The same idea as LlamaIndex's sentence-window and auto-merging retrievers, done at query
+time over the stored chunks: those need the window or parent text stored with every node
+at ingest (a window per node, or a second node hierarchy), which would re-chunk every
+stored page; here the neighbours are fetched by `(source, chunk_index)` for the few hits
+returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from rag_app.results import Hit
+
+MIN_JOIN_OVERLAP = 4
+"""Shorter matches between a chunk's end and the next one's start are coincidence."""
+MAX_JOIN_OVERLAP = 1000
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One stored chunk of a section, as needed to rebuild a passage."""
+
+    chunk_index: int
+    text: str
+    heading_path: str
+
+
+NeighbourFetcher = Callable[[str, int, int], list[Piece]]
+"""(source, first chunk_index, last chunk_index) → the stored chunks in that range."""
+
+
+def join_chunks(first: str, second: str) -> str:
+    """`first` then `second` without the overlap the chunker repeated at the start of
+    `second`; a newline between them when they do not overlap."""
+    limit = min(len(first), len(second), MAX_JOIN_OVERLAP)
+    for k in range(limit, MIN_JOIN_OVERLAP - 1, -1):
+        if first.endswith(second[:k]):
+            return first + second[k:]
+    return f"{first}\n{second}"
+
+
+def merge(pieces: Sequence[Piece]) -> str:
+    """The pieces (in chunk order) as one text."""
+    text = ""
+    for piece in pieces:
+        text = join_chunks(text, piece.text) if text else piece.text
+    return text
+
+
+def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[int]]:
+    """The hit's passage within `budget` characters and the chunk indexes it covers.
+
+    `section` holds the hit's neighbours (any order, the hit's own chunk may be among
+    them); only chunks of the hit's heading path that connect to it are used.
+    """
+    by_index = {p.chunk_index: p for p in section if p.heading_path == hit.heading_path}
+    by_index[hit.chunk_index] = Piece(hit.chunk_index, hit.text, hit.heading_path)
+    lo = hi = hit.chunk_index
+    taken = [by_index[lo]]
+    text = hit.text
+    grew = True
+    while grew:
+        grew = False
+        for step in (1, -1):  # after first: a passage reads on from its hit
+            nxt = hi + 1 if step == 1 else lo - 1
+            if nxt not in by_index:
+                continue
+            candidate = [*taken, by_index[nxt]] if step == 1 else [by_index[nxt], *taken]
+            joined = merge(candidate)
+            if len(joined) > budget:
+                continue
+            taken, text, grew = candidate, joined, True
+            lo, hi = min(lo, nxt), max(hi, nxt)
+    return text, [p.chunk_index for p in taken]
+
+
+def expand_hits(
+    hits: Sequence[Hit],
+    fetch: NeighbourFetcher,
+    *,
+    per_hit: int,
+    total: int,
+    limit: int | None = None,
+    reach: int = 8,
+) -> list[Hit]:
+    """Up to `limit` hits with their passages (`Hit.passage`), ranked 1..n; see the module
+    docstring. `hits` may hold more candidates than `limit`: those fill the places of hits
+    that fell inside a better-ranked passage. `reach` bounds how many chunks on each side
+    are fetched per hit.
+    """
+    limit = len(hits) if limit is None else limit
+    out: list[Hit] = []
+    covered: dict[str, set[int]] = {}
+    used = 0
+    for position, hit in enumerate(hits):
+        if len(out) >= limit:
+            break
+        if hit.chunk_index in covered.get(hit.source_url, set()):
+            continue  # already shown inside a better-ranked passage
+        later = hits[position + 1 : position + limit - len(out)]
+        reserved = sum(len(h.text) for h in later)  # room kept for the next hits' chunks
+        budget = max(len(hit.text), min(per_hit, total - used - reserved))
+        lo = max(0, hit.chunk_index - reach)
+        wide = budget > len(hit.text)
+        section = fetch(hit.source_url, lo, hit.chunk_index + reach) if wide else []
+        text, indexes = widen(hit, section, budget)
+        covered.setdefault(hit.source_url, set()).update(indexes)
+        used += len(text)
+        out.append(replace(hit, rank=len(out) + 1, passage=text, passage_chunks=indexes))
+    return out
+
+
+def _in_section(heading_path: str, section: str) -> bool:
+    """`section` names this heading path, an ancestor of it, or its last heading."""
+    if not section:
+        return True
+    return (
+        heading_path == section
+        or heading_path.startswith(section + " > ")
+        or heading_path.rsplit(" > ", 1)[-1] == section
+    )
+
+
+def reading_text(
+    pieces: Sequence[tuple[int, str, str, int]], section: str = ""
+) -> tuple[str, list[str]]:
+    """A source's stored chunks as one text in reading order: (text, heading paths).
+
+    `pieces` are (chunk_index, text, heading_path, heading_level). A heading line is
+    written where the heading path changes (unless the chunk starts with its own heading);
+    overlaps between consecutive chunks are removed. With `section`, only chunks under
+    that heading path (or a heading of that name) are kept.
+    """
+    text = ""
+    paths: list[str] = []
+    last_path: str | None = None
+    for _, chunk, path, level in sorted(pieces, key=lambda p: p[0]):
+        if not _in_section(path, section):
+            continue
+        if path != last_path:
+            if path and path not in paths:
+                paths.append(path)
+            heading = path.rsplit(" > ", 1)[-1] if path else ""
+            block = chunk
+            if heading and not chunk.lstrip().startswith("#"):
+                block = f"{'#' * max(1, min(level, 6))} {heading}\n{chunk}"
+            text = f"{text}\n\n{block}" if text else block
+            last_path = path
+        else:
+            text = join_chunks(text, chunk)
+    return text, paths
+
+
+def page(text: str, offset: int, limit: int) -> tuple[str, int | None]:
+    """`text[offset:]` cut to at most `limit` characters at a line end when one is in the
+    last fifth; returns the part and the next offset (None at the end)."""
+    rest = text[offset:]
+    if len(rest) <= limit:
+        return rest, None
+    cut = rest.rfind("\n", limit - limit // 5, limit)
+    end = cut + 1 if cut > 0 else limit
+    return rest[:end], offset + end

@@ -1,0 +1,68 @@
+"""A search's source filter: which stored sources a scope such as a site, a URL prefix
+or a folder names.
+
+`rag_search` / `rag search` take one string; it matches a stored source when it is
+- a URL prefix of it (`https://docs.example.com/guide/`),
+- its site (`docs.example.com`, any scheme and path), or
+- a folder or file that holds it (`./notes`, `/home/me/notes/a.md`, `file:///…`).
+The scope is resolved against the in-memory list of sources, so both search sides are
+filtered by exact source names (Chroma `$in`, BM25 per-source postings) instead of a
+pattern that every chunk would have to be tested against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from rag_app.errors import RAGError
+
+MAX_SCOPE_CHARS = 2000
+MAX_SCOPED_SOURCES = 5000
+"""A scope naming more sources than this is refused: use a narrower one."""
+
+
+def _folder_prefix(scope: str) -> str | None:
+    """`file://` form of a local path scope (absolute, resolved), else None."""
+    if scope.startswith("file://"):
+        return scope
+    if "://" in scope:
+        return None
+    if scope.startswith(("/", ".", "~")) or Path(scope).exists():
+        return Path(scope).expanduser().resolve().as_uri()
+    return None
+
+
+def matches(scope: str, source: str) -> bool:
+    """Whether `source` lies within `scope` (see the module docstring)."""
+    if source.startswith(scope):
+        return True
+    folder = _folder_prefix(scope)
+    if folder is not None:
+        folder = folder.rstrip("/")
+        return source == folder or source.startswith(folder + "/")
+    if "/" not in scope and "://" not in scope:  # a bare host name
+        host = urlsplit(source).hostname or ""
+        return host == scope.lower() or host.endswith("." + scope.lower())
+    return False
+
+
+def resolve(scope: str, sources: Iterable[str]) -> list[str]:
+    """The stored sources within `scope`; one-sentence `RAGError` when none (or too many)."""
+    scope = scope.strip()
+    if not scope:
+        raise RAGError("The source filter is empty; pass a site, URL prefix or folder.")
+    if len(scope) > MAX_SCOPE_CHARS:
+        raise RAGError(f"The source filter is longer than {MAX_SCOPE_CHARS:,} characters.")
+    found = sorted(s for s in sources if matches(scope, s))
+    if not found:
+        raise RAGError(
+            f"No stored source matches {scope!r}; rag_stats (rag stats) lists the sources."
+        )
+    if len(found) > MAX_SCOPED_SOURCES:
+        raise RAGError(
+            f"{scope!r} matches {len(found):,} sources, more than {MAX_SCOPED_SOURCES:,}; "
+            "use a narrower site, URL prefix or folder."
+        )
+    return found
