@@ -90,7 +90,10 @@ def eval_settings(
         "bm25_persist_dir": str(folder / name.replace("eval-", "bm25-", 1)),
         "rag_collection_name": name,
     }
-    return load_settings(**{**base, **storage, **overrides})
+    # rankings are evaluated chunk by chunk: hits are not widened to passages (which would
+    # merge neighbouring hits and pull in further candidates)
+    ranking = {"rag_passage_chars": 0}
+    return load_settings(**{**base, **storage, **ranking, **overrides})
 
 
 async def build_knowledge_base(

@@ -168,9 +168,11 @@ class StatsOutput(BaseModel):
 
     total_chunks: int
     source_count: int
-    sources: list[str] = Field(description="This page of the stored sources, sorted.")
-    source_details: list[SourceOut] = Field(description="The same sources with counts and dates.")
-    offset: int = Field(description="Position of the first listed source.")
+    sources: list[str] = Field(description="Every stored source, sorted.")
+    source_details: list[SourceOut] = Field(
+        description="One page of the sources (from `offset`) with chunk counts and dates."
+    )
+    offset: int = Field(description="Position of the first source in `source_details`.")
     embedding_model: str
     embedding_dimension: int
     bm25_documents: int
@@ -183,7 +185,7 @@ class StatsOutput(BaseModel):
         return cls(
             total_chunks=stats.total_chunks,
             source_count=len(stats.sources),
-            sources=list(page),
+            sources=list(stats.sources),
             source_details=[
                 SourceOut(
                     source=src,

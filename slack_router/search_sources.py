@@ -2,8 +2,8 @@
 
 Read from structured content when the server sends it (its `sources` list, else any
 `source`/`source_url`/`url` value in it), otherwise from the labelled lines of the text
-(`## Source: <url>`, `出典: <url>`, `source_url: <url>`). URLs merely mentioned inside
-page text are ignored.
+(`## [1] Source: <url>`, `## Source: <url>`, `出典: <url>`, `source_url: <url>`). URLs
+merely mentioned inside page text are ignored.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from slack_router.mcp_manager import ToolResult
 
 _SOURCE_KEYS = frozenset({"source", "source_url", "url", "sourceUrl"})
 _LABELLED = re.compile(
-    r"^[#>*\-\s]*(?:source(?:[ _]url)?|出典|ソース(?:URL)?|参照元|url)\s*[:：]\s*<?(https?://[^\s>|]+)",
+    r"^[#>*\-\s]*(?:\[\d+\]\s*)?(?:source(?:[ _]url)?|出典|ソース(?:URL)?|参照元|url)\s*[:：]\s*"
+    r"<?(https?://[^\s>|]+)",
     re.IGNORECASE | re.MULTILINE,
 )
 

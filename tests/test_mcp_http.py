@@ -76,6 +76,7 @@ async def test_streamable_http_lists_tools_and_answers_stats(
         "rag_add",
         "rag_crawl",
         "rag_delete",
+        "rag_read",
         "rag_search",
         "rag_stats",
     ]

@@ -102,6 +102,7 @@ async def test_stdio_end_to_end(tmp_path: Path, httpserver: HTTPServer) -> None:
             "rag_add",
             "rag_crawl",
             "rag_delete",
+            "rag_read",
             "rag_search",
             "rag_stats",
         ]
@@ -132,7 +133,7 @@ async def test_stdio_end_to_end(tmp_path: Path, httpserver: HTTPServer) -> None:
 
         found = await client.call_tool("rag_search", {"query": "りゅうおう の HP"})
         assert not found.is_error, text_of(found)
-        assert text_of(found).startswith(f"## Source: {monsters}\n"), text_of(found)
+        assert text_of(found).startswith(f"## [1] Source: {monsters}\n"), text_of(found)
         assert "りゅうおう" in text_of(found) and "90" in text_of(found)
         assert found.structured_content is not None
         top = found.structured_content["hits"][0]

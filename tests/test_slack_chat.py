@@ -189,4 +189,10 @@ async def test_sources_from_structured_content_and_labelled_text() -> None:
         is_error=False,
     )
     assert sources_of(text) == ["https://c.example/3", "https://d.example/4"]
+    ranked = ToolResult(
+        text="## [1] Source: https://f.example/5\nTitle › Section · スコア 0.9\n\nbody\n\n"
+        "## [2] Source: https://g.example/6\nbody",
+        is_error=False,
+    )
+    assert sources_of(ranked) == ["https://f.example/5", "https://g.example/6"]
     assert sources_of(ToolResult(text="出典: https://e.example", is_error=True)) == []
