@@ -6,9 +6,10 @@ chunks of the same section (same source, same heading path, consecutive `chunk_i
 added after and before in turn while the passage stays within the per-hit budget; the
 chunker's overlaps are removed where chunks join. Budgets go to hits in rank order: each
 gets at most `per_hit` characters and no more than what the whole answer may still use
-(`total`) after keeping room for every later hit's own chunk, so the answer never exceeds
-`total` unless the chunks alone already do. A hit whose chunk is already inside a
-better-ranked passage is dropped.
+(`total`) after keeping room for every later hit's own chunk and for each hit's heading
+lines; a later hit whose chunk no longer fits is skipped for a shorter candidate, so the
+answer stays within `total` unless the best hit's chunk alone is longer. A hit whose chunk
+is already inside a better-ranked passage is dropped.
 
 The same idea as LlamaIndex's sentence-window and auto-merging retrievers, done at query
 time over the stored chunks: those need the window or parent text stored with every node
@@ -24,6 +25,9 @@ from dataclasses import dataclass, replace
 
 from rag_app.results import Hit
 
+HEADER_CHARS = 120
+"""Room kept per hit for its heading lines (`## [1] Source: <url>`, title, scores), so the
+formatted answer, not only its passages, stays within the total budget."""
 MIN_JOIN_OVERLAP = 4
 """Shorter matches between a chunk's end and the next one's start are coincidence."""
 MAX_JOIN_OVERLAP = 1000
@@ -111,14 +115,19 @@ def expand_hits(
         if hit.chunk_index in covered.get(hit.source_url, set()):
             continue  # already shown inside a better-ranked passage
         later = hits[position + 1 : position + limit - len(out)]
-        reserved = sum(len(h.text) for h in later)  # room kept for the next hits' chunks
-        budget = max(len(hit.text), min(per_hit, total - used - reserved))
+        # room kept for the next hits' own chunks and every hit's heading lines
+        reserved = sum(len(h.text) for h in later) + HEADER_CHARS * (len(later) + 1)
+        budget = min(per_hit, total - used - reserved)
+        if budget < len(hit.text):
+            if out:
+                continue  # no room left for this chunk: a shorter candidate may still fit
+            budget = len(hit.text)  # the best hit is always shown
         lo = max(0, hit.chunk_index - reach)
         wide = budget > len(hit.text)
         section = fetch(hit.source_url, lo, hit.chunk_index + reach) if wide else []
         text, indexes = widen(hit, section, budget)
         covered.setdefault(hit.source_url, set()).update(indexes)
-        used += len(text)
+        used += len(text) + HEADER_CHARS
         out.append(replace(hit, rank=len(out) + 1, passage=text, passage_chunks=indexes))
     return out
 

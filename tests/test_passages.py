@@ -1,0 +1,73 @@
+"""Passages: neighbouring chunks of a section joined without their overlaps, within the
+per-hit and per-answer budgets, in rank order."""
+
+from __future__ import annotations
+
+from rag_app.passages import HEADER_CHARS, Piece, expand_hits, join_chunks, page, reading_text
+from rag_app.results import Hit
+
+
+def _hit(index: int, text: str, source: str = "s", path: str = "A") -> Hit:
+    return Hit(
+        node_id=f"{source}{index}",
+        text=text,
+        source_url=source,
+        title="T",
+        heading_path=path,
+        content_type="prose",
+        chunk_index=index,
+        vector_distance=0.1,
+        bm25_score=1.0,
+        combined_score=1.0,
+    )
+
+
+SECTION = [Piece(i, f"段落{i}の文です。" * 3, "A") for i in range(10)] + [
+    Piece(10, "別の節です。", "B")
+]
+
+
+def fetch(source: str, first: int, last: int) -> list[Piece]:
+    return [p for p in SECTION if first <= p.chunk_index <= last]
+
+
+def test_join_removes_the_overlap_and_only_a_real_one() -> None:
+    assert join_chunks("今日は晴れです。明日は雨です。", "明日は雨です。週末は曇り。") == (
+        "今日は晴れです。明日は雨です。週末は曇り。"
+    )
+    assert join_chunks("abc。", "。xyz") == "abc。\n。xyz"  # a 1-character match is chance
+
+
+def test_a_hit_grows_in_its_section_within_the_budget() -> None:
+    hit = _hit(5, SECTION[5].text)
+    (wide,) = expand_hits([hit], fetch, per_hit=100, total=3000)
+    assert wide.rank == 1 and hit.text in wide.passage and len(wide.passage) <= 100
+    assert wide.passage_chunks == sorted(wide.passage_chunks) and 5 in wide.passage_chunks
+    assert wide.passage_chunks[-1] > 5  # reads on after the hit first
+    assert "別の節" not in wide.passage
+
+
+def test_hits_inside_a_passage_give_way_and_the_total_holds() -> None:
+    hits = [_hit(i, SECTION[i].text) for i in (4, 5, 6)] + [_hit(0, "遠い話", "other")]
+    out = expand_hits(hits, fetch, per_hit=1000, total=700, limit=3)
+    assert [h.rank for h in out] == list(range(1, len(out) + 1))
+    assert out[0].chunk_index == 4
+    first = out[0]
+    assert all(
+        h.source_url != first.source_url or h.chunk_index not in first.passage_chunks
+        for h in out[1:]
+    )
+    assert sum(len(h.passage) + HEADER_CHARS for h in out) <= 700
+    assert out[-1].source_url == "other"  # the next candidate took a merged hit's place
+
+
+def test_reading_order_sections_and_pages() -> None:
+    pieces = [(1, "二つ目。", "A > B", 2), (0, "一つ目。", "A", 1), (2, "三つ目。", "C", 1)]
+    text, paths = reading_text(pieces)
+    assert text == "# A\n一つ目。\n\n## B\n二つ目。\n\n# C\n三つ目。"
+    assert paths == ["A", "A > B", "C"]
+    assert reading_text(pieces, "A")[0] == "# A\n一つ目。\n\n## B\n二つ目。"
+    assert reading_text(pieces, "B")[0] == "## B\n二つ目。"
+    part, nxt = page("line one\nline two\nline three", 0, 10)
+    assert part == "line one\n" and nxt == 9
+    assert page("short", 0, 100) == ("short", None)
