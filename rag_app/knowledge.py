@@ -64,6 +64,7 @@ from rag_app.results import (
     KBStats,
     ReadResult,
     RetrievalResult,
+    hit_overhead,
 )
 from rag_app.storage_errors import storage_error
 from rag_app.timing import timer
@@ -620,6 +621,7 @@ class KnowledgeBase:
             per_hit=settings.rag_passage_chars,
             total=settings.rag_answer_chars,
             limit=limit,
+            overhead=hit_overhead,
         )
 
     @_storage_guard

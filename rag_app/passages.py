@@ -99,11 +99,13 @@ def expand_hits(
     total: int,
     limit: int | None = None,
     reach: int = 8,
+    overhead: Callable[[Hit], int] = lambda _hit: HEADER_CHARS,
 ) -> list[Hit]:
     """Up to `limit` hits with their passages (`Hit.passage`), ranked 1..n; see the module
     docstring. `hits` may hold more candidates than `limit`: those fill the places of hits
     that fell inside a better-ranked passage. `reach` bounds how many chunks on each side
-    are fetched per hit.
+    are fetched per hit; `overhead` is what a hit costs in the answer besides its passage
+    (its heading lines).
     """
     limit = len(hits) if limit is None else limit
     out: list[Hit] = []
@@ -116,7 +118,7 @@ def expand_hits(
             continue  # already shown inside a better-ranked passage
         later = hits[position + 1 : position + limit - len(out)]
         # room kept for the next hits' own chunks and every hit's heading lines
-        reserved = sum(len(h.text) for h in later) + HEADER_CHARS * (len(later) + 1)
+        reserved = sum(len(h.text) + overhead(h) for h in later) + overhead(hit)
         budget = min(per_hit, total - used - reserved)
         if budget < len(hit.text):
             if out:
@@ -127,7 +129,7 @@ def expand_hits(
         section = fetch(hit.source_url, lo, hit.chunk_index + reach) if wide else []
         text, indexes = widen(hit, section, budget)
         covered.setdefault(hit.source_url, set()).update(indexes)
-        used += len(text) + HEADER_CHARS
+        used += len(text) + overhead(hit)
         out.append(replace(hit, rank=len(out) + 1, passage=text, passage_chunks=indexes))
     return out
 

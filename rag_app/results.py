@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from rag_app.markdown_fences import Fences
@@ -107,6 +107,12 @@ def format_hit(h: Hit, rank: int) -> str:
     about = " · ".join(p for p in (place, _scores(h)) if p)
     body = demote_headings(h.passage or h.text)
     return f"{'#' * HIT_HEADING_LEVEL} [{rank}] Source: {h.source_url}\n{about}\n\n{body}"
+
+
+def hit_overhead(h: Hit) -> int:
+    """Characters a hit adds to the answer besides its passage: its heading lines and the
+    blank line that separates it from the next hit."""
+    return len(format_hit(replace(h, passage=" "), 99)) - 1 + 2
 
 
 def format_context(hits: list[Hit]) -> str:
