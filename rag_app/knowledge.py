@@ -54,7 +54,7 @@ from rag_app.local_files import read_local_document, scan_dir
 from rag_app.owner_lock import StoreOwnerLock
 from rag_app.parsing.metadata_modes import ApplyMetadataModes
 from rag_app.parsing.router import StructuredNodeParser
-from rag_app.passages import Piece, expand_hits, page, reading_text
+from rag_app.passages import PASSAGE_REACH, Piece, expand_hits, page, reading_text
 from rag_app.results import (
     CheckReport,
     CrawlSummary,
@@ -603,17 +603,31 @@ class KnowledgeBase:
         return result
 
     def _passages(self, hits: list[Hit], settings: RAGSettings, limit: int) -> list[Hit]:
-        """Hits widened to their passages within the answer budgets (`rag_app.passages`)."""
+        """Hits widened to their passages within the answer budgets (`rag_app.passages`).
 
-        def fetch(source: str, first: int, last: int) -> list[Piece]:
-            return [
-                Piece(
+        The windows of the first `limit` hits are fetched in one query; a candidate further
+        down (standing in for a merged hit) costs one more."""
+        reach = PASSAGE_REACH
+        fetched: dict[str, list[Piece]] = {}
+        windows: set[tuple[str, int, int]] = set()
+
+        def load(wanted: list[tuple[str, int, int]]) -> None:
+            todo = [(s, max(f, 0), last) for s, f, last in wanted]
+            todo = [w for w in dict.fromkeys(todo) if w not in windows]
+            for n in self.store.section_nodes(todo) if todo else []:
+                piece = Piece(
                     int(n.metadata.get("chunk_index", -1)),
                     n.get_content(),
                     str(n.metadata.get("heading_path", "")),
                 )
-                for n in self.store.section_nodes(source, first, last)
-            ]
+                fetched.setdefault(str(n.metadata.get("source_url", "")), []).append(piece)
+            windows.update(todo)
+
+        load([(h.source_url, h.chunk_index - reach, h.chunk_index + reach) for h in hits[:limit]])
+
+        def fetch(source: str, first: int, last: int) -> list[Piece]:
+            load([(source, first, last)])
+            return [p for p in fetched.get(source, []) if first <= p.chunk_index <= last]
 
         return expand_hits(
             hits,
@@ -621,6 +635,7 @@ class KnowledgeBase:
             per_hit=settings.rag_passage_chars,
             total=settings.rag_answer_chars,
             limit=limit,
+            reach=reach,
             overhead=hit_overhead,
         )
 

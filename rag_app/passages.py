@@ -28,6 +28,8 @@ from rag_app.results import Hit
 HEADER_CHARS = 120
 """Room kept per hit for its heading lines (`## [1] Source: <url>`, title, scores), so the
 formatted answer, not only its passages, stays within the total budget."""
+PASSAGE_REACH = 8
+"""Chunks fetched on each side of a hit to widen it (enough for the default budgets)."""
 MIN_JOIN_OVERLAP = 4
 """Shorter matches between a chunk's end and the next one's start are coincidence."""
 MAX_JOIN_OVERLAP = 1000
@@ -98,7 +100,7 @@ def expand_hits(
     per_hit: int,
     total: int,
     limit: int | None = None,
-    reach: int = 8,
+    reach: int = PASSAGE_REACH,
     overhead: Callable[[Hit], int] = lambda _hit: HEADER_CHARS,
 ) -> list[Hit]:
     """Up to `limit` hits with their passages (`Hit.passage`), ranked 1..n; see the module

@@ -223,15 +223,22 @@ class ChromaStore:
                 metadatas=got["metadatas"],
             )
 
-    def section_nodes(self, source: str, first: int, last: int) -> list[TextNode]:
-        """The stored chunks of `source` with `first <= chunk_index <= last`."""
-        where = {
-            "$and": [
-                {"source_url": source},
-                {"chunk_index": {"$gte": first}},
-                {"chunk_index": {"$lte": last}},
-            ]
-        }
+    def section_nodes(self, windows: Sequence[tuple[str, int, int]]) -> list[TextNode]:
+        """Stored chunks of each `(source, first, last)` window (by `chunk_index`), in one
+        query. `$in` over the indexes, not a `$gte`/`$lte` range: 5.7 ms against 109 ms for
+        one window of a 6,600-chunk collection; three windows in one `$or` take 14 ms."""
+        clauses = [
+            {
+                "$and": [
+                    {"source_url": source},
+                    {"chunk_index": {"$in": list(range(max(first, 0), last + 1))}},
+                ]
+            }
+            for source, first, last in windows
+        ]
+        if not clauses:
+            return []
+        where = clauses[0] if len(clauses) == 1 else {"$or": clauses}
         got = self.collection.get(where=where, include=["documents", "metadatas"])  # type: ignore[arg-type]
         return [
             self._to_node(i, d, m)

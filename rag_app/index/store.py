@@ -172,9 +172,9 @@ class KnowledgeStore:
         """Every chunk of one source, for reading it whole."""
         return self.chroma.source_nodes(source)
 
-    def section_nodes(self, source: str, first: int, last: int) -> list[TextNode]:
-        """Chunks `first..last` (by `chunk_index`) of one source, for passages."""
-        return self.chroma.section_nodes(source, first, last)
+    def section_nodes(self, windows: Sequence[tuple[str, int, int]]) -> list[TextNode]:
+        """Chunks of each `(source, first, last)` window (by `chunk_index`), for passages."""
+        return self.chroma.section_nodes(windows)
 
     def existing_embeddings(self, ids: Sequence[str]) -> dict[str, list[float]]:
         return self.chroma.existing_embeddings(ids)
