@@ -50,11 +50,19 @@ NeighbourFetcher = Callable[[str, int, int], list[Piece]]
 
 def join_chunks(first: str, second: str) -> str:
     """`first` then `second` without the overlap the chunker repeated at the start of
-    `second`; a newline between them when they do not overlap."""
-    limit = min(len(first), len(second), MAX_JOIN_OVERLAP)
-    for k in range(limit, MIN_JOIN_OVERLAP - 1, -1):
-        if first.endswith(second[:k]):
-            return first + second[k:]
+    `second`; a newline between them when they do not overlap.
+
+    Only the places in `first`'s tail where `second`'s first characters occur are tried
+    (the longest overlap wins), so a join costs a few string searches, not one per length.
+    """
+    head = second[:MIN_JOIN_OVERLAP]
+    if len(head) == MIN_JOIN_OVERLAP:
+        start = max(0, len(first) - min(len(second), MAX_JOIN_OVERLAP))
+        at = first.find(head, start)
+        while at != -1:
+            if second.startswith(first[at:]):
+                return first + second[len(first) - at :]
+            at = first.find(head, at + 1)
     return f"{first}\n{second}"
 
 
@@ -73,24 +81,26 @@ def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[in
     them); only chunks of the hit's heading path that connect to it are used.
     """
     by_index = {p.chunk_index: p for p in section if p.heading_path == hit.heading_path}
-    by_index[hit.chunk_index] = Piece(hit.chunk_index, hit.text, hit.heading_path)
     lo = hi = hit.chunk_index
-    taken = [by_index[lo]]
     text = hit.text
-    grew = True
-    while grew:
-        grew = False
+    grow = {1: True, -1: True}  # a side stops at a gap, another section or the budget
+    while any(grow.values()):
         for step in (1, -1):  # after first: a passage reads on from its hit
+            if not grow[step]:
+                continue
             nxt = hi + 1 if step == 1 else lo - 1
-            if nxt not in by_index:
+            piece = by_index.get(nxt)
+            joined = None
+            if piece is not None:
+                joined = (
+                    join_chunks(text, piece.text) if step == 1 else join_chunks(piece.text, text)
+                )
+            if joined is None or len(joined) > budget:
+                grow[step] = False
                 continue
-            candidate = [*taken, by_index[nxt]] if step == 1 else [by_index[nxt], *taken]
-            joined = merge(candidate)
-            if len(joined) > budget:
-                continue
-            taken, text, grew = candidate, joined, True
+            text = joined
             lo, hi = min(lo, nxt), max(hi, nxt)
-    return text, [p.chunk_index for p in taken]
+    return text, list(range(lo, hi + 1))
 
 
 def expand_hits(
