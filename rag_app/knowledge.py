@@ -339,6 +339,9 @@ class KnowledgeBase:
             chunk_count=len(nodes),
             indexed_at=now,
             kind=kind,
+            chunk_ids=" ".join(
+                n.node_id for n in sorted(nodes, key=lambda n: n.metadata.get("chunk_index", 0))
+            ),
             **(record_fields or {}),
         )
         tokens = await in_ingest_lane(self.store.tokenize, nodes)

@@ -289,3 +289,26 @@ async def test_sync_retrieve_works_inside_a_running_event_loop(
     await kb.index_dir(docs)
     nodes = kb.retriever(n_results=2).retrieve("りゅうおう")
     assert nodes and "りゅうおう" in nodes[0].node.get_content()
+
+
+async def test_passages_fetch_neighbours_by_id_from_the_source_record(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "long"
+    folder.mkdir()
+    steps = "\n\n".join(f"手順{i}: 項目{i}を確認してから次へ進みます。" * 2 for i in range(1, 13))
+    (folder / "guide.md").write_text(f"# 導入\n\n{steps}")
+    await kb.index_dir(folder)
+    source = (folder / "guide.md").resolve().as_uri()
+    record = kb.store.chroma.get_source(source)
+    assert record is not None
+    order = record.ordered_chunk_ids()
+    nodes = {n.node_id: n for n in kb.store.chroma.get_nodes(order)}
+    assert [nodes[i].metadata["chunk_index"] for i in order] == list(range(len(order)))
+
+    def no_metadata_query(windows: object) -> list[object]:
+        raise AssertionError("neighbours of a recorded source are fetched by id")
+
+    monkeypatch.setattr(kb.store.chroma, "section_nodes", no_metadata_query)
+    hit = (await kb.retrieve("手順6 項目6", n_results=1)).hits[0]
+    assert "手順5" in hit.passage and "手順7" in hit.passage

@@ -45,7 +45,13 @@ class SourceRecord:
     etag: str = ""
     last_modified: str = ""
     mtime: float = 0.0
+    chunk_ids: str = ""
+    """The source's chunk ids in `chunk_index` order, space-separated (empty for records
+    written by older versions): a hit's neighbours are then fetched by id."""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def ordered_chunk_ids(self) -> list[str]:
+        return self.chunk_ids.split()
 
     def to_metadata(self) -> dict[str, str | int | float]:
         data = asdict(self)
@@ -322,6 +328,14 @@ class ChromaStore:
         return [(i, float(d)) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)]
 
     # --- sources ----------------------------------------------------------
+    def get_sources(self, sources: Sequence[str]) -> dict[str, SourceRecord]:
+        """The records of those `sources` that have one."""
+        if not sources:
+            return {}
+        got = self.sources_collection.get(ids=list(sources), include=["metadatas"])
+        records = [SourceRecord.from_metadata(dict(m or {})) for m in got["metadatas"]]
+        return {r.source: r for r in records}
+
     def get_source(self, source: str) -> SourceRecord | None:
         got = self.sources_collection.get(ids=[source], include=["metadatas"])
         if not got["ids"]:

@@ -173,8 +173,22 @@ class KnowledgeStore:
         return self.chroma.source_nodes(source)
 
     def section_nodes(self, windows: Sequence[tuple[str, int, int]]) -> list[TextNode]:
-        """Chunks of each `(source, first, last)` window (by `chunk_index`), for passages."""
-        return self.chroma.section_nodes(windows)
+        """Chunks of each `(source, first, last)` window (by `chunk_index`), for passages.
+
+        By id where the source's record lists its chunks in order (one lookup of the
+        records, one of the chunks: ~5 ms), else by a metadata query (15–50 ms)."""
+        records = self.chroma.get_sources(list(dict.fromkeys(s for s, _, _ in windows)))
+        by_id: list[str] = []
+        by_query: list[tuple[str, int, int]] = []
+        for source, first, last in windows:
+            record = records.get(source)
+            order = record.ordered_chunk_ids() if record is not None else []
+            if order:
+                by_id.extend(order[max(first, 0) : last + 1])
+            else:
+                by_query.append((source, first, last))
+        nodes = self.chroma.get_nodes(list(dict.fromkeys(by_id))) if by_id else []
+        return nodes + (self.chroma.section_nodes(by_query) if by_query else [])
 
     def existing_embeddings(self, ids: Sequence[str]) -> dict[str, list[float]]:
         return self.chroma.existing_embeddings(ids)
