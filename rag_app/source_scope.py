@@ -36,12 +36,12 @@ def _folder_prefix(scope: str) -> str | None:
 
 def matches(scope: str, source: str) -> bool:
     """Whether `source` lies within `scope` (see the module docstring)."""
-    if source.startswith(scope):
-        return True
     folder = _folder_prefix(scope)
-    if folder is not None:
+    if folder is not None:  # a folder holds what is under it, not `notes-old` beside `notes`
         folder = folder.rstrip("/")
         return source == folder or source.startswith(folder + "/")
+    if source.startswith(scope):
+        return True
     if "/" not in scope and "://" not in scope:  # a bare host name
         host = urlsplit(source).hostname or ""
         return host == scope.lower() or host.endswith("." + scope.lower())
