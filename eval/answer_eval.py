@@ -44,23 +44,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import math
 import re
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+from eval.run_info import code_version, recorded_settings, work_folder
 
 DEFAULT_OUTPUT_ROOT = Path(".tmp") / "answer-eval"
 RANK_K = 5
@@ -647,31 +646,6 @@ def _truncate(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 
 # --- running ------------------------------------------------------------------------------
-def _code_version() -> str:
-    """Where rag_app was imported from, and its git commit (+modified) when known."""
-    import rag_app
-
-    root = Path(rag_app.__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return str(root)
-    return f"{root} @ {commit}{' (modified)' if dirty else ''}"
-
-
 def _settings(persist_dir: Path, set_name: str, overrides: dict[str, Any]) -> Any:
     """Settings from the environment, on the set's own store, plus the site's overrides."""
     from rag_app.config import load_settings
@@ -683,23 +657,6 @@ def _settings(persist_dir: Path, set_name: str, overrides: dict[str, Any]) -> An
         bm25_persist_dir=str(persist_dir / "store" / f"bm25-{name}"),
         rag_collection_name=name[:60],
     )
-
-
-_NOT_RETRIEVAL = {"rag_collection_name", "chromadb_persist_dir", "bm25_persist_dir"}
-
-
-def _recorded_settings(settings: Any) -> tuple[dict[str, Any], list[str]]:
-    """Every `rag_*` setting and the embedding provider, and those not at their default."""
-    fields = type(settings).model_fields
-    names = [
-        n
-        for n in fields
-        if (n.startswith("rag_") or n == "embedding_provider") and n not in _NOT_RETRIEVAL
-    ]
-    values = {n: getattr(settings, n) for n in names}
-    changed = [n for n in names if values[n] != fields[n].default]
-    values["embedding_model"] = getattr(settings, "embedding_model_name", None)
-    return values, changed
 
 
 _MARKER = "answer-eval.json"
@@ -722,17 +679,6 @@ def _check_marker(work: Path, code: str, verbose: bool) -> None:
         marker.write_text(json.dumps({"code": code}) + "\n", encoding="utf-8")
 
 
-@contextlib.contextmanager
-def _work_folder(path: str | None) -> Iterator[Path]:
-    if path:
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        yield folder
-        return
-    with tempfile.TemporaryDirectory(prefix="rag-answers-") as tmp:
-        yield Path(tmp)
-
-
 async def run_set(
     set_dir: str | Path,
     *,
@@ -751,8 +697,8 @@ async def run_set(
     wall = time.perf_counter()
     docs = load_set(set_dir, html_root)
     questions = select(docs.questions, limit)
-    code = _code_version()
-    with _work_folder(persist_dir) as work:
+    code = code_version()
+    with work_folder(persist_dir, "rag-answers-") as work:
         _check_marker(work, code, verbose)
         pages_dir = stage_pages(docs, work / "pages" / docs.name)
         site_settings = dict(docs.site.get("settings") or {})
@@ -804,7 +750,7 @@ async def run_set(
                     update(done, len(questions))
         finally:
             await kb.aclose()
-    recorded, changed = _recorded_settings(settings)
+    recorded, changed = recorded_settings(settings)
     config = {
         "set": docs.name,
         "set_dir": str(docs.folder),

@@ -30,23 +30,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import html.parser
 import json
 import logging
 import re
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from eval.datasets import DatasetError
-from eval.table_sets import contains_value, row_matches
+from eval.run_info import code_version, recorded_settings, work_folder
+from eval.table_sets import Question, contains_value, row_matches
 from rag_app.errors import RAGError
 
 DEFAULT_OUTPUT_ROOT = Path(".tmp") / "row-lookup"
@@ -58,17 +56,8 @@ METRICS = ("row@1", "row@5", "mrr", "page@1")
 
 
 # --- the set ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RowQuestion:
-    """One line of `queries.jsonl`."""
-
-    id: str
-    query: str
-    category: str
-    page: str
-    row_key: str
-    answers: tuple[str, ...]
-    variant: str = ""
+RowQuestion = Question
+"""One line of `queries.jsonl` (the generator's own question type)."""
 
 
 def load_questions(set_dir: str | Path) -> list[RowQuestion]:
@@ -358,31 +347,6 @@ def _cell(text: str) -> str:
 
 
 # --- running ------------------------------------------------------------------------------
-def _code_version() -> str:
-    """Where rag_app was imported from, and its git commit (+dirty) when known."""
-    import rag_app
-
-    root = Path(rag_app.__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return str(root)
-    return f"{root} @ {commit}{' (modified)' if dirty else ''}"
-
-
 def _settings(persist_dir: Path, set_name: str) -> Any:
     from rag_app.config import load_settings
 
@@ -392,39 +356,6 @@ def _settings(persist_dir: Path, set_name: str) -> Any:
         bm25_persist_dir=str(persist_dir / f"bm25-{name}"),
         rag_collection_name=name[:60],
     )
-
-
-_RECORDED = (
-    "embedding_provider",
-    "rag_chunk_size",
-    "rag_chunk_overlap",
-    "rag_vector_weight",
-    "rag_bm25_k1",
-    "rag_bm25_b",
-    "rag_hybrid_search_enabled",
-    "rag_similarity_threshold",
-    "rag_min_combined_score",
-)
-
-
-def _recorded_settings(settings: Any) -> tuple[dict[str, Any], list[str]]:
-    """The settings that shape retrieval, and those that differ from the shipped defaults."""
-    fields = type(settings).model_fields
-    values = {name: getattr(settings, name) for name in _RECORDED}
-    changed = [name for name in _RECORDED if values[name] != fields[name].default]
-    values["embedding_model"] = settings.embedding_model_name
-    return values, changed
-
-
-@contextlib.contextmanager
-def _persist_folder(path: str | None) -> Iterator[Path]:
-    if path:
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        yield folder
-        return
-    with tempfile.TemporaryDirectory(prefix="rag-rows-") as tmp:
-        yield Path(tmp)
 
 
 async def run_set(
@@ -444,7 +375,7 @@ async def run_set(
     every = load_questions(folder)
     questions = select(every, limit)
     names = page_row_names(folder / "pages")
-    with _persist_folder(persist_dir) as store:
+    with work_folder(persist_dir, "rag-rows-") as store:
         settings = _settings(store, folder.name)
         kb = KnowledgeBase(settings)
         try:
@@ -482,7 +413,7 @@ async def run_set(
                     update(done, len(questions))
         finally:
             await kb.aclose()
-    recorded, changed = _recorded_settings(settings)
+    recorded, changed = recorded_settings(settings)
     config = {
         "set": folder.name,
         "set_dir": str(folder),
@@ -493,7 +424,7 @@ async def run_set(
         "settings": recorded,
         "defaults": not changed,
         "changed": changed,
-        "code": _code_version(),
+        "code": code_version(),
         "persist_dir": persist_dir or "(temporary)",
     }
     return Report(config, index, results)
