@@ -662,7 +662,7 @@ class KnowledgeBase:
         key = self._resolve_source(source.strip())
         if key not in self.bm25.sources():
             raise UnknownSourceError(
-                f"{source!r} is not in the knowledge base; rag_stats lists the sources."
+                f"{source!r} is not in the knowledge base; rag_stats (rag stats) lists the sources."
             )
         nodes = await asyncio.to_thread(self.store.source_nodes, key)
         pieces = [
@@ -719,10 +719,7 @@ class KnowledgeBase:
 
     # --- delete / stats ---------------------------------------------------
     def _resolve_source(self, source: str) -> str:
-        if "://" in source:
-            return source
-        path = Path(source).expanduser()
-        return path.resolve().as_uri() if path.exists() or path.is_absolute() else source
+        return source_scope.local_uri(source)
 
     @_storage_guard
     async def delete_source(self, source: str) -> int:

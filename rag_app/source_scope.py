@@ -23,15 +23,20 @@ MAX_SCOPED_SOURCES = 5000
 """A scope naming more sources than this is refused: use a narrower one."""
 
 
+def local_uri(source: str) -> str:
+    """A local path as the `file://` URI the store keys it by (absolute, resolved: the
+    store service's working folder is not the caller's); URLs and names pass unchanged."""
+    if source and "://" not in source:
+        local = Path(source).expanduser()
+        if local.exists() or local.is_absolute() or source.startswith("."):
+            return local.resolve().as_uri()
+    return source
+
+
 def _folder_prefix(scope: str) -> str | None:
-    """`file://` form of a local path scope (absolute, resolved), else None."""
-    if scope.startswith("file://"):
-        return scope
-    if "://" in scope:
-        return None
-    if scope.startswith(("/", ".", "~")) or Path(scope).exists():
-        return Path(scope).expanduser().resolve().as_uri()
-    return None
+    """`file://` form of a local path scope, else None."""
+    uri = local_uri(scope)
+    return uri if uri.startswith("file://") else None
 
 
 def matches(scope: str, source: str) -> bool:

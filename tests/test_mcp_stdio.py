@@ -144,6 +144,17 @@ async def test_stdio_end_to_end(tmp_path: Path, httpserver: HTTPServer) -> None:
         assert both.structured_content is not None
         assert both.structured_content["bm25_hits"][0]["source_url"] == castle
 
+        scoped = await client.call_tool("rag_search", {"query": "りゅうおう", "source": castle})
+        assert not scoped.is_error, text_of(scoped)
+        assert scoped.structured_content is not None
+        assert {h["source_url"] for h in scoped.structured_content["hits"]} == {castle}
+        table = await client.call_tool("rag_read", {"source": monsters})
+        assert not table.is_error, text_of(table)
+        assert text_of(table).startswith(f"## Source: {monsters}\n")
+        assert "りゅうおう" in text_of(table) and "スライム" in text_of(table)
+        paged = await client.call_tool("rag_read", {"source": monsters, "max_chars": 100})
+        assert paged.structured_content is not None and paged.structured_content["next_offset"]
+
         stats = await client.call_tool("rag_stats", {})
         assert not stats.is_error, text_of(stats)
         assert "ソースURL数: 2" in text_of(stats)

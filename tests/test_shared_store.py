@@ -331,3 +331,24 @@ def test_a_process_on_a_dead_owners_port_is_not_trusted(tmp_path: Path) -> None:
         assert owner_pid(env) not in (None, info["pid"])  # a new, real owner answered
     finally:
         server.shutdown()
+
+
+def test_read_and_scoped_search_through_the_service_from_another_directory(
+    tmp_path: Path,
+) -> None:
+    # the store service keeps the working folder of the process that started it; a later
+    # `rag` run elsewhere names folders relative to its own
+    env = store_env(tmp_path, CWD=str(tmp_path))
+    notes = write_notes(tmp_path / "notes", "rs", 2)
+    other = write_notes(tmp_path / "notes-old", "rs", 1)
+    assert rag(env, "index", "notes").returncode == 0
+    assert rag(env, "index", "notes-old").returncode == 0
+    inside = {**env, "CWD": str(tmp_path / "notes")}
+    scoped = rag_json(inside, "search", "rs0tok1", "--source", ".")
+    assert set(sources_of(scoped)) <= {p.as_uri() for p in notes}
+    assert other[0].as_uri() not in sources_of(scoped)  # notes-old is not inside notes
+    page = rag(inside, "read", "rs001.md", "--max-chars", "100")
+    assert page.returncode == 0, page.stderr
+    assert "rs1tok0" in page.stdout and "--offset" in page.stderr
+    missing = rag(inside, "read", "nope.md")
+    assert missing.returncode == 1 and "rag stats" in missing.stderr

@@ -28,6 +28,7 @@ from rag_app.results import (
     RetrievalResult,
 )
 from rag_app.service import protocol
+from rag_app.source_scope import local_uri
 
 Progress = Callable[[int, int], None]
 
@@ -198,16 +199,6 @@ class StoreClient:
 
     async def reindex(self, progress: Progress | None = None) -> int:
         return int((await self._call("reindex", {}, progress, safe=False))["count"])
-
-
-def local_uri(source: str) -> str:
-    """A local path as the `file://` URI the store keys it by (the service's working
-    folder is not the caller's); URLs and names pass unchanged."""
-    if source and "://" not in source:
-        local = Path(source).expanduser()
-        if local.exists() or local.is_absolute() or source.startswith("."):
-            return local.resolve().as_uri()
-    return source
 
 
 class _Unauthorised(Exception):
