@@ -6,10 +6,17 @@ this module stays cheap to import (no LlamaIndex, no Chroma).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rag_app.results import CrawlSummary, IngestResult, KBStats, ReadResult, RetrievalResult
+    from rag_app.results import (
+        CrawlSummary,
+        IngestResult,
+        KBStats,
+        ReadResult,
+        RefreshSummary,
+        RetrievalResult,
+    )
 
 NO_HITS = "該当する情報が見つかりませんでした"
 VECTOR_SECTION = "ベクトル検索の結果"
@@ -78,12 +85,7 @@ def crawl_error_pairs(summary: CrawlSummary) -> list[tuple[str, str]]:
 
 def format_crawl(summary: CrawlSummary) -> str:
     """`完了: 15ページ / 128チャンク / エラー: 2件` plus unchanged pages and error reasons."""
-    lines = [
-        f"完了: {summary.pages_crawled}ページ / {summary.chunks_stored}チャンク"
-        f" / エラー: {summary.errors}件"
-    ]
-    if summary.unchanged:
-        lines.append(f"変更なし: {summary.unchanged}ページ")
+    lines = summary.report_lines()
     pairs = crawl_error_pairs(summary)
     if pairs:
         lines.append("エラーの詳細:")
@@ -98,6 +100,69 @@ def crawl_progress_message(done: int, total: int | None) -> str:
     if total is None:
         return "クロールを開始しました... (リンク収集中)"
     return f"{done}/{total}ページ取得中..."
+
+
+def refresh_progress_message(done: int, total: int | None) -> str:
+    """Progress text while a refresh re-checks the stored pages."""
+    if total is None:
+        return "保存済みページの確認を開始しました..."
+    return f"{done}/{total}ページ確認中..."
+
+
+def format_refresh(summary: RefreshSummary) -> str:
+    """`更新確認: N ページ / 変更なし … / 更新 … / 削除 … / エラー …` plus details."""
+    lines = [
+        f"更新確認: {summary.checked}ページ / 変更なし: {summary.unchanged} / "
+        f"更新: {summary.updated} / 削除: {summary.removed} / エラー: {summary.errors}件",
+        f"埋め込んだチャンク: {summary.embedded}",
+    ]
+    lines += [f"- 削除 (404/410): {url}" for url in summary.removed_urls[:MAX_LISTED_ERRORS]]
+    pairs = [(d.get("url", ""), d.get("reason", "")) for d in summary.error_details]
+    if pairs:
+        lines.append("エラーの詳細:")
+        lines += [f"- {url}: {reason}" for url, reason in pairs[:MAX_LISTED_ERRORS]]
+    return "\n".join(lines)
+
+
+_KINDS = {"crawl": "クロール", "refresh": "更新確認"}
+_STATES = {"running": "実行中", "done": "完了", "failed": "失敗", "cancelled": "中止"}
+
+
+def format_job_started(job: dict[str, Any]) -> str:
+    """The answer of a tool that started a background job."""
+    kind = _KINDS.get(job["kind"], job["kind"])
+    return (
+        f"{kind}を開始しました (ジョブID: {job['id']}, 対象: {job['target']})。\n"
+        f"進み具合と結果は rag_jobs で確認できます。中止するには rag_jobs に "
+        f'cancel="{job["id"]}" を渡してください。'
+    )
+
+
+def format_jobs(jobs: list[dict[str, Any]]) -> str:
+    """One line per job (running first), with the summary of finished ones."""
+    if not jobs:
+        return "ジョブはありません。"
+    lines = []
+    for job in jobs:
+        kind = _KINDS.get(job["kind"], job["kind"])
+        state = _STATES.get(job["state"], job["state"])
+        total = f"/{job['total']}" if job["total"] else ""
+        line = f"- {job['id']} {kind} [{state}] {job['done']}{total}ページ: {job['target']}"
+        result = job.get("result") or {}
+        if job["kind"] == "crawl" and result:
+            line += f" — 完了: {result.get('pages_crawled', 0)}ページ / "
+            line += (
+                f"{result.get('chunks_stored', 0)}チャンク / エラー: {result.get('errors', 0)}件"
+            )
+        elif job["kind"] == "refresh" and result:
+            line += (
+                f" — 変更なし: {result.get('unchanged', 0)} / 更新: {result.get('updated', 0)}"
+                f" / 削除: {result.get('removed', 0)} / エラー: {result.get('errors', 0)}件"
+            )
+        if job.get("error"):
+            line += f" (原因: {job['error']})"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def page_progress_message(done: int, total: int | None) -> str:

@@ -1,4 +1,4 @@
-"""Structured-output models of the six tools (published as each tool's `outputSchema`).
+"""Structured-output models of the tools (published as each tool's `outputSchema`).
 
 The text content is for the LLM; these are for programs (the Slack router, scripts) that
 want the numbers without parsing Japanese sentences.
@@ -7,7 +7,7 @@ want the numbers without parsing Japanese sentences.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         IngestResult,
         KBStats,
         ReadResult,
+        RefreshSummary,
         RetrievalResult,
     )
 
@@ -125,15 +126,21 @@ class CrawlErrorOut(BaseModel):
 
 
 class CrawlOutput(BaseModel):
-    """`rag_crawl`: the summary of an index-page crawl."""
+    """`rag_crawl`: the started job, or (wait=true) the crawl's summary."""
 
     url: str
     pattern: str
-    pages_crawled: int
-    chunks_stored: int
-    errors: int
-    unchanged: int
-    error_details: list[CrawlErrorOut]
+    job_id: str = Field("", description="The background job (empty when the call waited).")
+    state: str = Field("done", description="running (a job was started) or done.")
+    pages_crawled: int = 0
+    chunks_stored: int = 0
+    errors: int = 0
+    unchanged: int = 0
+    duplicates: int = Field(0, description="Pages already taken under another URL.")
+    over_cap: int = Field(0, description="Pages left out by the page limit.")
+    out_of_scope: int = Field(0, description="Links to other sites or folders, not followed.")
+    filtered: int = Field(0, description="Pages left out by pattern, exclude or noindex.")
+    error_details: list[CrawlErrorOut] = Field(default_factory=list)
 
     @classmethod
     def of(cls, url: str, pattern: str, summary: CrawlSummary) -> CrawlOutput:
@@ -144,8 +151,69 @@ class CrawlOutput(BaseModel):
             chunks_stored=summary.chunks_stored,
             errors=summary.errors,
             unchanged=summary.unchanged,
+            duplicates=summary.duplicates,
+            over_cap=summary.over_cap,
+            out_of_scope=summary.out_of_scope,
+            filtered=summary.filtered,
             error_details=[CrawlErrorOut(url=u, error=e) for u, e in crawl_error_pairs(summary)],
         )
+
+    @classmethod
+    def started(cls, url: str, pattern: str, job: dict[str, Any]) -> CrawlOutput:
+        return cls(url=url, pattern=pattern, job_id=job["id"], state=job["state"])
+
+
+class RefreshOutput(BaseModel):
+    """`rag_refresh`: the started job, or (wait=true) what the refresh found."""
+
+    job_id: str = ""
+    state: str = "done"
+    checked: int = 0
+    unchanged: int = 0
+    updated: int = 0
+    removed: int = 0
+    errors: int = 0
+    embedded: int = Field(0, description="Chunks embedded anew (0 when nothing changed).")
+    removed_urls: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, summary: RefreshSummary) -> RefreshOutput:
+        return cls(
+            checked=summary.checked,
+            unchanged=summary.unchanged,
+            updated=summary.updated,
+            removed=summary.removed,
+            errors=summary.errors,
+            embedded=summary.embedded,
+            removed_urls=list(summary.removed_urls),
+        )
+
+    @classmethod
+    def started(cls, job: dict[str, Any]) -> RefreshOutput:
+        return cls(job_id=job["id"], state=job["state"])
+
+
+class JobOut(BaseModel):
+    """One background job."""
+
+    id: str
+    kind: str = Field(description="crawl or refresh.")
+    target: str
+    state: str = Field(description="running, done, failed or cancelled.")
+    done: int
+    total: int
+    error: str
+    result: dict[str, Any] = Field(description="The summary (partial while running).")
+
+
+class JobsOutput(BaseModel):
+    """`rag_jobs`: running jobs first, then recent ones."""
+
+    jobs: list[JobOut]
+
+    @classmethod
+    def of(cls, jobs: Sequence[dict[str, Any]]) -> JobsOutput:
+        return cls(jobs=[JobOut.model_validate(job) for job in jobs])
 
 
 class DeleteOutput(BaseModel):

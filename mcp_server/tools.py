@@ -1,4 +1,4 @@
-"""The six MCP tools: thin wrappers over the KnowledgeBase.
+"""The MCP tools: thin wrappers over the KnowledgeBase.
 
 Each tool returns the spec's text for the LLM plus structured content (its output schema
 is in `schemas`). Every failure becomes an `isError` result with one sentence
@@ -21,20 +21,27 @@ from mcp_server.formatting import (
     format_add,
     format_crawl,
     format_delete,
+    format_job_started,
+    format_jobs,
     format_read,
+    format_refresh,
     format_search,
     format_stats,
     page_progress_message,
+    refresh_progress_message,
 )
 from mcp_server.progress import Heartbeat
 from mcp_server.schemas import (
     AddOutput,
     CrawlOutput,
     DeleteOutput,
+    JobsOutput,
     ReadOutput,
+    RefreshOutput,
     SearchOutput,
     StatsOutput,
 )
+from rag_app.crawl_options import MAX_DEPTH
 
 SEARCH_MODES = ("fused", "vector", "bm25", "separate")
 Ctx = Context[AppContext, Any]
@@ -117,7 +124,51 @@ Source = Annotated[
 ]
 Pattern = Annotated[
     str,
-    Field(description="Optional regular expression; only links whose URL matches are crawled."),
+    Field(description="Optional regular expression; only pages whose URL matches are crawled."),
+]
+MaxDepth = Annotated[
+    int,
+    Field(
+        description=(
+            "Link levels to follow, 1-20. 1 (the default) adds the pages the URL links to; "
+            "2 or more crawls the site recursively, within the URL's site and folder."
+        ),
+        ge=1,
+        le=MAX_DEPTH,
+    ),
+]
+MaxPages = Annotated[
+    int | None,
+    Field(
+        description="Pages to fetch at most, 1-10000. Leave it out for the server's default.",
+        json_schema_extra={"minimum": 1, "maximum": 10000},
+    ),
+]
+Exclude = Annotated[
+    str,
+    Field(description="Optional regular expression; pages whose URL matches are left out."),
+]
+UseSitemap = Annotated[
+    bool,
+    Field(
+        description=(
+            "Start from the site's sitemaps (those named in robots.txt, else /sitemap.xml) "
+            "instead of the URL's links; only pages within the URL's folder are taken."
+        )
+    ),
+]
+Wait = Annotated[
+    bool,
+    Field(
+        description=(
+            "false (default): start a background job and answer at once with its id; follow "
+            "it with rag_jobs. true: wait for the end and answer with the summary."
+        )
+    ),
+]
+CancelJob = Annotated[
+    str,
+    Field(description="Optional: the id of a running job to cancel (its stored pages stay)."),
 ]
 
 
@@ -200,26 +251,78 @@ async def rag_add(url: Url, ctx: Ctx) -> Annotated[CallToolResult, AddOutput]:
 
 
 async def rag_crawl(
-    url: Url, ctx: Ctx, pattern: Pattern = ""
+    url: Url,
+    ctx: Ctx,
+    pattern: Pattern = "",
+    max_depth: MaxDepth = 1,
+    max_pages: MaxPages = None,
+    exclude: Exclude = "",
+    sitemap: UseSitemap = False,
+    wait: Wait = False,
 ) -> Annotated[CallToolResult, CrawlOutput]:
-    """Crawl a link-index page: add every same-site page it links to (one level deep).
+    """Crawl a site into the knowledge base: the pages a URL links to (max_depth 1), a
+    whole documentation site under the URL's folder (max_depth 2+), or its sitemap.
 
-    `pattern` (a regular expression) keeps only matching links. Sends progress
-    notifications while it runs; a page that fails is counted in the summary
-    「完了: Nページ / Mチャンク / エラー: E件」 and does not stop the crawl.
+    By default it answers at once with a job id (the crawl runs in the background; see
+    rag_jobs for progress, the summary, or to cancel). With wait=true it sends progress
+    notifications and answers with 「完了: Nページ / Mチャンク / エラー: E件」. A page that
+    fails is counted and does not stop the crawl; robots.txt and crawl delays are obeyed.
     """
+    from rag_app.crawl_options import CrawlOptions
+
     try:
         target = _require_url(url)
         pattern = _require_pattern(pattern)
+        _require_pattern(exclude)
+        options = CrawlOptions(
+            max_depth=max_depth, max_pages=max_pages, exclude=exclude, sitemap=sitemap
+        )
         app = _app(ctx)
         kb = await app.knowledge_base()
+        if not wait:
+            job = await kb.start_crawl(target, pattern, options=options)
+            return _ok(format_job_started(job), CrawlOutput.started(target, pattern, job))
         async with Heartbeat(
             ctx.report_progress, crawl_progress_message, interval=app.heartbeat_sec
         ) as beat:
-            summary = await kb.ingest_from_index(target, pattern, progress=beat.update)
+            summary = await kb.ingest_from_index(
+                target, pattern, progress=beat.update, options=options
+            )
     except Exception as exc:
         return error_result("rag_crawl", exc)
     return _ok(format_crawl(summary), CrawlOutput.of(target, pattern, summary))
+
+
+async def rag_refresh(ctx: Ctx, wait: Wait = False) -> Annotated[CallToolResult, RefreshOutput]:
+    """Re-check every stored web page with conditional requests: re-ingest the pages that
+    changed, remove those that are gone (404/410), leave the rest untouched (an unchanged
+    page costs no embedding). Runs as a background job unless wait=true."""
+    try:
+        app = _app(ctx)
+        kb = await app.knowledge_base()
+        if not wait:
+            job = await kb.start_refresh()
+            return _ok(format_job_started(job), RefreshOutput.started(job))
+        async with Heartbeat(
+            ctx.report_progress, refresh_progress_message, interval=app.heartbeat_sec
+        ) as beat:
+            summary = await kb.refresh(progress=beat.update)
+    except Exception as exc:
+        return error_result("rag_refresh", exc)
+    return _ok(format_refresh(summary), RefreshOutput.of(summary))
+
+
+async def rag_jobs(ctx: Ctx, cancel: CancelJob = "") -> Annotated[CallToolResult, JobsOutput]:
+    """List the background crawl and refresh jobs (running first) with their progress and
+    summaries, or cancel one by id: it stops within about 2 s and keeps what it stored."""
+    try:
+        kb = await _app(ctx).knowledge_base()
+        if cancel.strip():
+            await kb.cancel_job(cancel.strip())
+        jobs = await kb.jobs()
+    except Exception as exc:
+        return error_result("rag_jobs", exc)
+    return _ok(format_jobs(jobs), JobsOutput.of(jobs))
 
 
 async def rag_delete(url: Source, ctx: Ctx) -> Annotated[CallToolResult, DeleteOutput]:
@@ -275,5 +378,7 @@ TOOLS = (
     (rag_delete, "Delete a source", ToolAnnotations(destructive_hint=True)),
     (rag_stats, "Knowledge base statistics", ToolAnnotations(read_only_hint=True)),
     (rag_read, "Read a stored source", ToolAnnotations(read_only_hint=True)),
+    (rag_jobs, "List or cancel crawl jobs", ToolAnnotations(destructive_hint=False)),
+    (rag_refresh, "Refresh stored web pages", ToolAnnotations(open_world_hint=True)),
 )
 """(function, title, annotations) for each tool, in the order they are listed."""

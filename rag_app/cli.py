@@ -1,4 +1,5 @@
-"""The `rag` command: index, add, crawl, search, delete, stats, check, reindex, service.
+"""The `rag` command: index, add, crawl, refresh, jobs, search, read, delete, stats, check,
+reindex, service.
 
 Every command talks to the store's one owner process (the store service), which it
 starts on first use; nothing heavy is imported before the arguments are read.
@@ -17,8 +18,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from rag_app.config import RAGSettings, SettingsError, load_settings
+from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
-from rag_app.results import SEARCH_MODES, Hit, RetrievalResult
+from rag_app.limits import MAX_CRAWL_PAGES
+from rag_app.results import SEARCH_MODES, CrawlSummary, Hit, RefreshSummary, RetrievalResult
 
 KnowledgeBase = Any  # a StoreClient (or an in-process KnowledgeBase): the same methods
 
@@ -131,27 +134,96 @@ async def _cmd_add(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    print("クロールを開始しました... (リンク収集中)", file=sys.stderr)
-    update, close = _progress_bar("Crawling", "page")
+def _crawl_options(args: argparse.Namespace) -> CrawlOptions:
+    return CrawlOptions(
+        max_depth=args.max_depth,
+        max_pages=args.max_pages,
+        exclude=args.exclude,
+        sitemap=args.sitemap,
+        prune=args.prune,
+    )
+
+
+async def _follow_job(
+    kb: KnowledgeBase, job: dict[str, Any], desc: str, unit: str
+) -> dict[str, Any]:
+    """Wait for a job with a progress bar; Ctrl-C cancels the job (committed work stays)."""
+    update, close = _progress_bar(desc, unit)
     try:
-        summary = await kb.ingest_from_index(
-            args.url, args.pattern, progress=update, prune=args.prune
-        )
-    except RAGError as err:
-        print(f"error: クロールに失敗しました。 原因: {err}", file=sys.stderr)
-        return 1
+        return await kb.wait_job(job["id"], progress=update)
+    except asyncio.CancelledError:
+        await asyncio.shield(kb.cancel_job(job["id"]))
+        raise
     finally:
         close()
-    print(
-        f"完了: {summary.pages_crawled}ページ / {summary.chunks_stored}チャンク / "
-        f"エラー: {summary.errors}件"
-    )
-    if summary.unchanged:
-        print(f"  unchanged (not re-embedded): {summary.unchanged}")
+
+
+async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    job = await kb.start_crawl(args.url, args.pattern, options=_crawl_options(args))
+    if args.background:
+        print(f"クロールをバックグラウンドで開始しました: ジョブ {job['id']} ({job['target']})")
+        print(f"  進み具合: rag jobs / 中止: rag jobs --cancel {job['id']}")
+        return 0
+    print("クロールを開始しました... (リンク収集中)", file=sys.stderr)
+    job = await _follow_job(kb, job, "Crawling", "page")
+    if job["state"] != "done":
+        reason = job["error"] or "ジョブが中止されました"
+        print(f"error: クロールに失敗しました。 原因: {reason}", file=sys.stderr)
+        return 1
+    summary = CrawlSummary.from_dict(job["result"])
+    print("\n  ".join(summary.report_lines()))
     for detail in summary.error_details:
-        print(f"  error: {detail['url']}: {detail['reason']}", file=sys.stderr)
+        print(f"  エラー: {detail['url']}: {detail['reason']}", file=sys.stderr)
     return EXIT_PARTIAL if summary.errors else 0
+
+
+async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    job = await kb.start_refresh()
+    if args.background:
+        print(f"Refresh started in the background: job {job['id']}")
+        print(f"  progress: rag jobs / cancel: rag jobs --cancel {job['id']}")
+        return 0
+    job = await _follow_job(kb, job, "Refreshing", "page")
+    if job["state"] != "done":
+        print(f"error: the refresh did not finish: {job['error'] or 'cancelled'}", file=sys.stderr)
+        return 1
+    r = RefreshSummary.from_dict(job["result"])
+    print(
+        f"Refreshed {r.checked} web pages: unchanged={r.unchanged} updated={r.updated} "
+        f"removed={r.removed} errors={r.errors} (chunks embedded: {r.embedded})"
+    )
+    for url in r.removed_urls:
+        print(f"  removed (gone): {url}")
+    for detail in r.error_details:
+        print(f"  error: {detail['url']}: {detail['reason']}", file=sys.stderr)
+    return EXIT_PARTIAL if r.errors else 0
+
+
+def _job_line(job: dict[str, Any]) -> str:
+    total = f"/{job['total']}" if job["total"] else ""
+    line = f"{job['id']}  {job['kind']:<8} {job['state']:<9} {job['done']}{total}  {job['target']}"
+    if job["error"]:
+        line += f"  ({job['error']})"
+    return line
+
+
+async def _cmd_jobs(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    if args.cancel:
+        job = await kb.cancel_job(args.cancel)
+        print(f"{job['id']}: {job['state']}")
+        return 0 if job["state"] != "running" else 1
+    if args.wait:
+        job = await _follow_job(kb, {"id": args.wait}, "Waiting", "page")
+        print(json.dumps(job, ensure_ascii=False, indent=2) if args.json else _job_line(job))
+        return 0 if job["state"] == "done" else 1
+    jobs = await kb.jobs()
+    if args.json:
+        print(json.dumps(jobs, ensure_ascii=False, indent=2))
+    elif not jobs:
+        print("no jobs")
+    for job in [] if args.json else jobs:
+        print(_job_line(job))
+    return 0
 
 
 async def _cmd_search(kb: KnowledgeBase, args: argparse.Namespace) -> int:
@@ -258,6 +330,8 @@ COMMANDS: dict[str, Callable[[KnowledgeBase, argparse.Namespace], Awaitable[int]
     "index": _cmd_index,
     "add": _cmd_add,
     "crawl": _cmd_crawl,
+    "refresh": _cmd_refresh,
+    "jobs": _cmd_jobs,
     "search": _cmd_search,
     "read": _cmd_read,
     "delete": _cmd_delete,
@@ -282,10 +356,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url")
     p.add_argument("--prune", action="store_true", help="remove the page if it is gone (404/410)")
 
-    p = sub.add_parser("crawl", help="add the same-site pages linked from an index page")
+    p = sub.add_parser(
+        "crawl",
+        help="add the pages linked from an index page, or a whole site (--max-depth, --sitemap)",
+        description="Depth 1 (the default) adds the same-site pages an index page links to. "
+        "A larger --max-depth follows links further within the start page's site and folder; "
+        "--sitemap starts from the site's sitemaps. Ctrl-C cancels; stored pages stay.",
+    )
     p.add_argument("url")
     p.add_argument("pattern", nargs="?", default="", help="regex the page URLs must match")
+    p.add_argument(
+        "--max-depth", type=int, default=1, help=f"link levels to follow, 1-{MAX_DEPTH} (1)"
+    )
+    p.add_argument(
+        "--max-pages", type=int, default=None, help="pages to fetch at most (RAG_MAX_CRAWL_PAGES)"
+    )
+    p.add_argument("--exclude", default="", help="regex of page URLs to leave out")
+    p.add_argument("--sitemap", action="store_true", help="start from the site's sitemaps")
     p.add_argument("--prune", action="store_true", help="remove known pages that are gone")
+    p.add_argument(
+        "--background", action="store_true", help="start a job and return (see `rag jobs`)"
+    )
+
+    p = sub.add_parser(
+        "refresh", help="re-check every stored web page; re-ingest changed, remove gone ones"
+    )
+    p.add_argument(
+        "--background", action="store_true", help="start a job and return (see `rag jobs`)"
+    )
+
+    p = sub.add_parser("jobs", help="list crawl and refresh jobs, wait for one, or cancel one")
+    p.add_argument("--cancel", metavar="ID", default="", help="stop this job (keeps its pages)")
+    p.add_argument("--wait", metavar="ID", default="", help="wait for this job to end")
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("search", help="search the knowledge base")
     p.add_argument("query")
@@ -361,6 +464,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "n", None) is not None and not 1 <= args.n <= 100:
         print("error: -n must be between 1 and 100.", file=sys.stderr)
         return 2
+    if args.command == "crawl":
+        try:
+            _crawl_options(args).validated(1, MAX_CRAWL_PAGES)
+        except RAGError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     try:
         return asyncio.run(_run(args))
     except (RAGError, SettingsError) as err:

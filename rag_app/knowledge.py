@@ -10,6 +10,8 @@ service (`rag_app.service`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -26,8 +28,10 @@ from llama_index.core.schema import BaseNode
 from rag_app import source_scope
 from rag_app.background import in_ingest_lane
 from rag_app.config import RETRIEVAL_SETTINGS, RAGSettings, get_settings
-from rag_app.crawl.crawler import WebCrawler
+from rag_app.crawl.crawler import WebCrawler, no_text_error
 from rag_app.crawl.pages import CrawledPage, NotModified, utc_now_iso
+from rag_app.crawl.scope import CrawlScope
+from rag_app.crawl_options import CrawlOptions
 from rag_app.embeddings import get_embed_model
 from rag_app.errors import (
     CrawlError,
@@ -43,7 +47,9 @@ from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, Search
 from rag_app.index.store import KnowledgeStore, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
+from rag_app.jobs import Job, JobRegistry
 from rag_app.limits import (
+    MAX_CRAWL_PAGES,
     MAX_QUERY_CHARS,
     MAX_READ_CHARS,
     MAX_SOURCE_CHARS,
@@ -63,9 +69,11 @@ from rag_app.results import (
     IngestResult,
     KBStats,
     ReadResult,
+    RefreshSummary,
     RetrievalResult,
     hit_overhead,
 )
+from rag_app.site_crawl import SiteCrawl
 from rag_app.storage_errors import storage_error
 from rag_app.timing import timer
 
@@ -74,6 +82,7 @@ retrieval_log = logging.getLogger("rag_app.retrieval")
 
 Progress = Callable[[int, int], None]
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+R = TypeVar("R")
 
 
 # Bump when what is embedded or indexed for a chunk changes, so unchanged pages are
@@ -98,6 +107,13 @@ def _file_error(err: Exception) -> str:
     if isinstance(err, RecursionError):
         return "its structure is nested too deeply to parse."
     return f"it could not be read ({type(err).__name__}: {err})."
+
+
+def _consume_outcome(task: asyncio.Future[Any]) -> None:
+    """Retrieve a shielded write's outcome, so one whose caller left is not reported as
+    "never retrieved" (a failure is logged; the caller, if still there, gets it too)."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.info("A store write failed: %s", task.exception())
 
 
 def _is_gone(err: Exception) -> bool:
@@ -165,6 +181,7 @@ class KnowledgeBase:
         self.open_timings: dict[str, float] = {}
         self.model_mismatch: EmbeddingMismatchError | None = None
         self._write_lock = asyncio.Lock()
+        self._jobs = JobRegistry()
         self._open_lock = asyncio.Lock()
         self.parser = StructuredNodeParser.from_settings(self.settings)
 
@@ -316,10 +333,9 @@ class KnowledgeBase:
         old = await asyncio.to_thread(self.store.get_source, source)
         if old is not None and old.content_hash == digest:
             if record_fields:
-                async with self._write_lock:
-                    for key, value in record_fields.items():
-                        setattr(old, key, value)
-                    await asyncio.to_thread(self.store.put_source, old)
+                for key, value in record_fields.items():
+                    setattr(old, key, value)
+                await self._locked(self.store.put_source, old)
             return IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
         now = utc_now_iso()
         doc_meta: dict[str, Any] = {
@@ -345,10 +361,7 @@ class KnowledgeBase:
             **(record_fields or {}),
         )
         tokens = await in_ingest_lane(self.store.tokenize, nodes)
-        async with self._write_lock:
-            removed = await asyncio.to_thread(
-                self.store.replace_source, source, nodes, record, tokens
-            )
+        removed = await self._locked(self.store.replace_source, source, nodes, record, tokens)
         logger.info(
             "Ingested %s: %d chunks (%d embedded, %d stale removed)",
             source,
@@ -418,6 +431,8 @@ class KnowledgeBase:
         if isinstance(outcome, NotModified):
             chunks = old.chunk_count if old else 0
             return IngestResult(source=outcome.url, chunks=chunks, unchanged=True)
+        if not outcome.text.strip():
+            raise no_text_error(outcome.url)
         return await self.ingest_text(
             outcome.url,
             outcome.text,
@@ -438,62 +453,177 @@ class KnowledgeBase:
         progress: Progress | None = None,
         *,
         prune: bool = False,
+        options: CrawlOptions | None = None,
+        summary: CrawlSummary | None = None,
     ) -> CrawlSummary:
-        """Crawl an index page's same-domain links (depth 1) and ingest each page.
+        """Crawl a site and ingest each page: by default the same-site links of one index
+        page (depth 1); with `options`, recursively within the start directory or from the
+        site's sitemaps (see `rag_app.site_crawl`).
 
         One failing page never fails the crawl: it is counted in `errors` with its reason.
         """
         await self.open()
-        summary = CrawlSummary()
+        start, scope, options = self.plan_crawl(url, pattern, options, prune=prune)
         crawler = self.crawler()
-        links = await crawler.crawl_index(url, pattern)
         known = {r.source: r for r in await asyncio.to_thread(self.store.list_sources)}
-        total = len(links.urls)
-        done = 0
-        if progress:
-            progress(0, total)
-        count_lock = asyncio.Lock()
-
-        async def one(page_url: str) -> None:
-            nonlocal done
-            old = known.get(page_url)
-            try:
-                outcome = await _fetch_conditional(crawler, page_url, old)
-                result = await self._ingest_outcome(outcome, old)
-                summary.pages_crawled += 1
-                summary.chunks_stored += result.chunks
-                summary.unchanged += int(result.unchanged)
-            except RAGError as err:
-                detail = {"url": page_url, "reason": str(err)}
-                if _is_gone(err) and old is not None:
-                    detail["gone"] = "true"
-                    if prune:
-                        await self.delete_source(page_url)
-                        detail["pruned"] = "true"
-                summary.errors += 1
-                summary.error_details.append(detail)
-            except Exception as err:  # one page must never fail the crawl
-                logger.exception("Unexpected error ingesting %s", page_url)
-                summary.errors += 1
-                summary.error_details.append(
-                    {"url": page_url, "reason": f"Unexpected error ({type(err).__name__})."}
-                )
-            async with count_lock:
-                done += 1
-                if progress:
-                    progress(done, total)
-
-        await asyncio.gather(*(one(u) for u in links.urls))
-        summary.error_details.sort(key=lambda d: d["url"])
+        crawl = SiteCrawl(
+            crawler,
+            scope,
+            options,
+            known=known,
+            ingest=self._ingest_outcome,
+            remove=self.delete_source,
+            progress=progress,
+            workers=self.settings.rag_crawl_concurrency,
+            summary=summary,
+        )
+        summary = await crawl.run(start)
         logger.info(
-            "Crawl of %s: %d pages, %d chunks, %d errors, %d unchanged",
+            "Crawl of %s: %d pages, %d chunks, %d errors, %d unchanged, %d duplicates",
             url,
             summary.pages_crawled,
             summary.chunks_stored,
             summary.errors,
             summary.unchanged,
+            summary.duplicates,
         )
         return summary
+
+    def plan_crawl(
+        self, url: str, pattern: str, options: CrawlOptions | None, *, prune: bool = False
+    ) -> tuple[str, CrawlScope, CrawlOptions]:
+        """The checked start URL, scope and options of a crawl; a bad URL, pattern or
+        limit raises its one-line error here, before anything is fetched."""
+        options = (options or CrawlOptions()).validated(
+            self.settings.rag_max_crawl_pages, MAX_CRAWL_PAGES
+        )
+        if prune:
+            options = dataclasses.replace(options, prune=True)
+        start = self.crawler().validate_url(url)
+        scope = CrawlScope.build(start, pattern, options.exclude, whole_site=not options.recursive)
+        return start, scope, options
+
+    # --- jobs: long crawls and refreshes in the background ---------------------
+    async def start_crawl(
+        self, url: str, pattern: str = "", *, options: CrawlOptions | None = None
+    ) -> dict[str, Any]:
+        """Start a crawl job and return it at once (bad arguments fail here, not later)."""
+        await self.open()
+        start, _scope, options = self.plan_crawl(url, pattern, options)
+
+        async def work(progress: Progress, job: Job) -> dict[str, Any]:
+            job.live = summary = CrawlSummary()
+            await self.ingest_from_index(
+                start, pattern, progress=progress, options=options, summary=summary
+            )
+            return summary.to_dict()
+
+        return self._jobs.start("crawl", start, work).to_dict()
+
+    async def start_refresh(self) -> dict[str, Any]:
+        """Start a refresh job (see `refresh`) and return it at once."""
+        await self.open()
+
+        async def work(progress: Progress, job: Job) -> dict[str, Any]:
+            job.live = summary = RefreshSummary()
+            await self.refresh(progress=progress, summary=summary)
+            return summary.to_dict()
+
+        return self._jobs.start("refresh", "stored web pages", work).to_dict()
+
+    async def jobs(self) -> list[dict[str, Any]]:
+        """Running and recent jobs, running ones first."""
+        return [job.to_dict() for job in self._jobs.list()]
+
+    async def wait_job(self, job_id: str, progress: Progress | None = None) -> dict[str, Any]:
+        """Wait for a job to end (passing on its progress) and return it."""
+        return (await self._jobs.wait(self._jobs.get(job_id), progress)).to_dict()
+
+    async def job_result(self, job_id: str, progress: Progress | None = None) -> dict[str, Any]:
+        """Wait for a job; its result, or its failure or cancellation as a `RAGError`."""
+        job = await self._jobs.wait(self._jobs.get(job_id), progress)
+        return self._jobs.outcome(job)
+
+    async def cancel_job(self, job_id: str) -> dict[str, Any]:
+        """Cancel a job; returns it once stopped (committed pages stay)."""
+        return (await self._jobs.cancel(job_id)).to_dict()
+
+    async def cancel_jobs(self) -> None:
+        """Cancel every running job (the owner is closing)."""
+        await self._jobs.cancel_all()
+
+    @property
+    def running_jobs(self) -> int:
+        return self._jobs.running
+
+    @_storage_guard
+    async def refresh(
+        self, progress: Progress | None = None, *, summary: RefreshSummary | None = None
+    ) -> RefreshSummary:
+        """Re-check every stored web page with a conditional request: re-ingest what
+        changed, remove what is gone (404/410), leave the rest (no embedding)."""
+        await self.open()
+        summary = summary if summary is not None else RefreshSummary()
+        records = [r for r in await asyncio.to_thread(self.store.list_sources) if r.kind == "web"]
+        crawler = self.crawler()
+        total = len(records)
+        queue: asyncio.Queue[SourceRecord] = asyncio.Queue()
+        for record in records:
+            queue.put_nowait(record)
+        if progress:
+            progress(0, total)
+
+        async def worker() -> None:
+            while not queue.empty():
+                record = queue.get_nowait()
+                await self._refresh_one(crawler, record, summary)
+                summary.checked += 1
+                if progress:
+                    progress(summary.checked, total)
+
+        workers = min(self.settings.rag_crawl_concurrency, max(total, 1))
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        summary.error_details.sort(key=lambda d: d["url"])
+        logger.info(
+            "Refresh: %d checked, %d unchanged, %d updated, %d removed, %d errors",
+            summary.checked,
+            summary.unchanged,
+            summary.updated,
+            summary.removed,
+            summary.errors,
+        )
+        return summary
+
+    async def _refresh_one(
+        self, crawler: WebCrawler, record: SourceRecord, summary: RefreshSummary
+    ) -> None:
+        url = record.source
+        try:
+            outcome = await _fetch_conditional(crawler, url, record)
+            result = await self._ingest_outcome(outcome, record)
+        except RAGError as err:
+            if _is_gone(err):
+                with contextlib.suppress(UnknownSourceError):
+                    await self.delete_source(url)
+                summary.removed += 1
+                summary.removed_urls.append(url)
+                return
+            summary.errors += 1
+            summary.error_details.append({"url": url, "reason": str(err)})
+            return
+        except Exception as err:  # one page must never stop the refresh
+            logger.exception("Unexpected error refreshing %s", url)
+            summary.errors += 1
+            summary.error_details.append(
+                {"url": url, "reason": f"Unexpected error ({type(err).__name__})."}
+            )
+            return
+        if result.unchanged:
+            summary.unchanged += 1
+        else:
+            summary.updated += 1
+            summary.chunks_stored += result.chunks
+            summary.embedded += result.embedded
 
     @_storage_guard
     async def index_dir(
@@ -730,16 +860,31 @@ class KnowledgeBase:
             raise RAGError(f"The source is longer than {MAX_SOURCE_CHARS:,} characters.")
         await self.open()
         key = self._resolve_source(source.strip())
-        async with self._write_lock:
-            known = bool(self.store.chunk_ids(key))
-            if not known and await asyncio.to_thread(self.store.get_source, key) is None:
+
+        def delete() -> int:
+            if not self.store.chunk_ids(key) and self.store.get_source(key) is None:
                 raise UnknownSourceError(
                     f"Nothing is stored for {source}; list the stored sources with `rag stats` "
                     "(or the rag_stats tool)."
                 )
-            removed = await asyncio.to_thread(self.store.delete_source, key)
+            return self.store.delete_source(key)
+
+        removed = await self._locked(delete)
         logger.info("Deleted %s: %d chunks", key, removed)
         return removed
+
+    async def _locked(self, fn: Callable[..., R], *args: Any) -> R:
+        """Run a store write in a thread under the write lock, to its end even when the
+        caller is cancelled (a cancelled crawl job): the lock is held until the write is
+        over, so no other write can start beside a write that is still running."""
+
+        async def run() -> R:
+            async with self._write_lock:
+                return await asyncio.to_thread(fn, *args)
+
+        task = asyncio.ensure_future(run())
+        task.add_done_callback(_consume_outcome)
+        return await asyncio.shield(task)
 
     @_storage_guard
     async def stats(self) -> KBStats:
@@ -826,6 +971,7 @@ class KnowledgeBase:
 
     async def aclose(self) -> None:
         """Close the crawler and give up ownership (every write is already durable)."""
+        await self._jobs.cancel_all()
         if self._crawler is not None:
             await self._crawler.close()
             self._crawler = None

@@ -204,19 +204,70 @@ class DirIndexSummary:
 
 @dataclass
 class CrawlSummary:
-    """Outcome of an index-page crawl (spec 000 format)."""
+    """Outcome of a crawl (spec 000 format, plus what a site crawl skipped and why)."""
 
     pages_crawled: int = 0
     chunks_stored: int = 0
     errors: int = 0
     unchanged: int = 0
     error_details: list[dict[str, str]] = field(default_factory=list)
+    duplicates: int = 0
+    """Pages already taken under another URL (redirect, canonical link, same text)."""
+    over_cap: int = 0
+    """Pages left out because of the page limit."""
+    out_of_scope: int = 0
+    """Links to other sites or outside the start directory, not followed."""
+    filtered: int = 0
+    """Links left out by the include/exclude patterns or a page's `noindex`."""
+    removed: int = 0
+    """Stored pages found gone (404/410) and removed (`prune`)."""
+
+    def report_lines(self) -> list[str]:
+        """The summary line in the specification's words, then the counts beside it."""
+        lines = [
+            f"完了: {self.pages_crawled}ページ / {self.chunks_stored}チャンク / "
+            f"エラー: {self.errors}件"
+        ]
+        extra = [
+            ("変更なし (再埋め込みなし)", self.unchanged),
+            ("重複 (別URLで取得済み)", self.duplicates),
+            ("ページ上限で未取得", self.over_cap),
+            ("範囲外のリンク", self.out_of_scope),
+            ("パターン・noindexで除外", self.filtered),
+            ("削除 (404/410)", self.removed),
+        ]
+        return lines + [f"{label}: {count}" for label, count in extra if count]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CrawlSummary:
+        return cls(**_known(cls, data))
+
+
+@dataclass
+class RefreshSummary:
+    """Outcome of re-checking every stored web page (`rag refresh`)."""
+
+    checked: int = 0
+    unchanged: int = 0
+    """Not modified (304) or the same text: nothing embedded."""
+    updated: int = 0
+    removed: int = 0
+    """Gone (404/410) and removed from the store."""
+    errors: int = 0
+    chunks_stored: int = 0
+    embedded: int = 0
+    """Chunks that were embedded anew (0 when nothing changed)."""
+    removed_urls: list[str] = field(default_factory=list)
+    error_details: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RefreshSummary:
         return cls(**_known(cls, data))
 
 

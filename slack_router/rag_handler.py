@@ -104,10 +104,12 @@ class RagCommandHandler:
     async def _call(self, tool: str, command: RagCommand) -> ToolResult:
         assert self._mcp is not None
         if command.action == "crawl":
+            args: dict[str, Any] = {"url": command.url, "pattern": command.pattern}
+            definition = self._mcp.get_tool(tool)
+            if definition is not None and "wait" in definition.inputSchema.get("properties", {}):
+                args["wait"] = True  # the thread gets the summary, as the specification says
             return await self._mcp.call_tool(
-                tool,
-                {"url": command.url, "pattern": command.pattern},
-                progress_callback=_log_progress(command.url),
+                tool, args, progress_callback=_log_progress(command.url)
             )
         if command.action == "status":
             return await self._mcp.call_tool(tool, {})

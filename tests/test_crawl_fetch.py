@@ -466,9 +466,9 @@ async def test_html_is_parsed_off_the_event_loop(
     threads: list[int] = []
     real = crawler_module.html_to_text
 
-    def recording(html: str) -> Any:
+    def recording(html: str, url: str = "") -> Any:
         threads.append(threading.get_ident())
-        return real(html)
+        return real(html, url)
 
     monkeypatch.setattr(crawler_module, "html_to_text", recording)
     await fetch_page(crawler, site.url("/prose_only.html"))

@@ -145,7 +145,7 @@ def test_crawl_summary_text_and_structured_errors() -> None:
     )
     text = format_crawl(summary)
     assert text.splitlines()[0] == "完了: 15ページ / 128チャンク / エラー: 2件"
-    assert "変更なし: 3ページ" in text
+    assert "変更なし (再埋め込みなし): 3" in text
     assert "- https://ex.test/x: HTTP 404 Not Found" in text
     assert "- https://ex.test/y: timed out" in text
     out = CrawlOutput.of("https://ex.test/", "", summary).model_dump()

@@ -102,7 +102,9 @@ async def test_stdio_end_to_end(tmp_path: Path, httpserver: HTTPServer) -> None:
             "rag_add",
             "rag_crawl",
             "rag_delete",
+            "rag_jobs",
             "rag_read",
+            "rag_refresh",
             "rag_search",
             "rag_stats",
         ]
@@ -116,7 +118,7 @@ async def test_stdio_end_to_end(tmp_path: Path, httpserver: HTTPServer) -> None:
 
         crawled = await client.call_tool(
             "rag_crawl",
-            {"url": httpserver.url_for("/links.html"), "pattern": "/guide/"},
+            {"url": httpserver.url_for("/links.html"), "pattern": "/guide/", "wait": True},
             progress_callback=on_progress,
         )
         assert not crawled.is_error, text_of(crawled)
@@ -222,7 +224,7 @@ async def test_stray_stdout_writes_cannot_break_the_protocol(tmp_path: Path) -> 
             tools = await client.list_tools()
     assert not result.is_error, text_of(result)
     assert "総チャンク数: 0" in text_of(result)
-    assert len(tools.tools) == 6
+    assert len(tools.tools) == 8
     stderr = log.read_text()
     assert "noise from print()" in stderr and "noise on fd 1" in stderr
 

@@ -78,7 +78,10 @@ def stand_in_fetching(
         return await kb.ingest_text(url, text, title=title)
 
     async def ingest_from_index(
-        url: str, pattern: str = "", progress: Callable[[int, int], None] | None = None
+        url: str,
+        pattern: str = "",
+        progress: Callable[[int, int], None] | None = None,
+        **_options: object,
     ) -> CrawlSummary:
         if gate is not None:
             await gate.wait()
@@ -111,7 +114,9 @@ async def test_lists_six_tools_with_schemas(kb: KnowledgeBase, settings: RAGSett
         "rag_add",
         "rag_crawl",
         "rag_delete",
+        "rag_jobs",
         "rag_read",
+        "rag_refresh",
         "rag_search",
         "rag_stats",
     ]
@@ -123,6 +128,8 @@ async def test_lists_six_tools_with_schemas(kb: KnowledgeBase, settings: RAGSett
         "rag_delete": ["url"],
         "rag_stats": [],
         "rag_read": ["source"],
+        "rag_jobs": [],
+        "rag_refresh": [],
     }
     search_props = tools["rag_search"].input_schema["properties"]
     assert set(search_props) == {"query", "n_results", "mode", "source"}
@@ -132,7 +139,8 @@ async def test_lists_six_tools_with_schemas(kb: KnowledgeBase, settings: RAGSett
     assert "RAG_" not in search_props["n_results"]["description"]  # says what it does
     read_props = tools["rag_read"].input_schema["properties"]
     assert set(read_props) == {"source", "section", "offset", "max_chars"}
-    assert "pattern" in tools["rag_crawl"].input_schema["properties"]
+    crawl_props = tools["rag_crawl"].input_schema["properties"]
+    assert {"pattern", "max_depth", "max_pages", "exclude", "sitemap", "wait"} <= set(crawl_props)
     for tool in tools.values():
         assert tool.description and tool.output_schema, tool.name
     assert tools["rag_search"].annotations and tools["rag_search"].annotations.read_only_hint
@@ -276,7 +284,7 @@ async def test_add_crawl_stats_delete_round_trip(
         }
 
         crawled = await client.call_tool(
-            "rag_crawl", {"url": "https://ex.test/"}, progress_callback=on_progress
+            "rag_crawl", {"url": "https://ex.test/", "wait": True}, progress_callback=on_progress
         )
         assert not crawled.is_error, text_of(crawled)
         summary = crawled.structured_content
@@ -323,7 +331,7 @@ async def test_crawl_sends_heartbeats_while_a_page_is_slow(
 
     async with connect(kb, settings, heartbeat_sec=0.1) as client:
         result = await client.call_tool(
-            "rag_crawl", {"url": "https://ex.test/"}, progress_callback=on_progress
+            "rag_crawl", {"url": "https://ex.test/", "wait": True}, progress_callback=on_progress
         )
     assert not result.is_error, text_of(result)
     during_slow_page = [v for v in progress if 1 < v < 2]
@@ -338,7 +346,9 @@ async def test_search_is_answered_while_a_crawl_runs(
     gate = asyncio.Event()
     stand_in_fetching(kb, monkeypatch, gate=gate)
     async with connect(kb, settings) as client:
-        crawl = asyncio.create_task(client.call_tool("rag_crawl", {"url": "https://ex.test/"}))
+        crawl = asyncio.create_task(
+            client.call_tool("rag_crawl", {"url": "https://ex.test/", "wait": True})
+        )
         await asyncio.sleep(0.1)
         search = await asyncio.wait_for(
             client.call_tool("rag_search", {"query": "ふしぎなかぎ"}), timeout=10
@@ -362,7 +372,7 @@ async def test_handshake_does_not_wait_for_the_knowledge_base(
     server = build_server(settings, kb_factory=slow_factory)
     async with Client(server, mode="legacy") as client:
         tools = await asyncio.wait_for(client.list_tools(), timeout=5)
-        assert len(tools.tools) == 6
+        assert len(tools.tools) == 8
         stats = asyncio.create_task(client.call_tool("rag_stats", {}))
         await asyncio.sleep(0.05)
         assert not stats.done(), "a tool call waits for the knowledge base"

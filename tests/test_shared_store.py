@@ -255,7 +255,9 @@ async def test_crawl_state_lives_as_long_as_the_server(
         for i in (0, 1):
             added = await client.call_tool("rag_add", {"url": httpserver.url_for(f"/p{i}.html")})
             assert not added.is_error, text_of(added)
-        crawled = await client.call_tool("rag_crawl", {"url": httpserver.url_for("/links.html")})
+        crawled = await client.call_tool(
+            "rag_crawl", {"url": httpserver.url_for("/links.html"), "wait": True}
+        )
         assert not crawled.is_error, text_of(crawled)
     assert rag(env, "add", httpserver.url_for("/p0.html")).returncode == 0  # another process
     paths = [req.path for req, _ in httpserver.log]

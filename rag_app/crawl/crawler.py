@@ -31,7 +31,7 @@ from rag_app.crawl.exceptions import (
 )
 from rag_app.crawl.fetcher import ACCEPT_HEADER, HTML_TYPES, PAGE_TYPES, HttpFetcher, RawResponse
 from rag_app.crawl.html_text import cap_title, html_to_text, markdown_title
-from rag_app.crawl.links import UrlPattern, compile_pattern, select_links
+from rag_app.crawl.links import UrlPattern, compile_pattern, same_site, select_links
 from rag_app.crawl.pages import (
     CrawledPage,
     IndexLinks,
@@ -43,6 +43,7 @@ from rag_app.crawl.pages import (
 from rag_app.crawl.resolver import build_connector
 from rag_app.crawl.robots import RobotsCache, RobotsResponse
 from rag_app.crawl.safe_browsing import SafeBrowsingClient
+from rag_app.crawl.sitemap import MAX_SITEMAP_BYTES, SitemapEntries, parse_sitemap
 from rag_app.crawl.throttle import DomainThrottle
 from rag_app.crawl.url_safety import AddressPolicy, Lookup, parse_url, resolve_and_check
 from rag_app.errors import CrawlError, RAGError, UrlRefusedError
@@ -281,6 +282,26 @@ class WebCrawler:
         await asyncio.gather(*(one(index, url) for index, url in to_fetch))
         return results
 
+    async def sitemap_urls(self, url: str) -> list[str]:
+        """Sitemaps of the site of `url`: those robots.txt names on the same site, else
+        `/sitemap.xml`."""
+        listed: tuple[str, ...] = ()
+        if self._settings.rag_respect_robots_txt:
+            listed = (await self.robots.rules_for(url)).sitemaps
+        same = [s for s in listed if same_site(s, url)]
+        if same:
+            return list(dict.fromkeys(same))
+        parts = urlsplit(url)
+        return [f"{parts.scheme}://{parts.netloc}/sitemap.xml"]
+
+    async def fetch_sitemap(self, url: str) -> SitemapEntries:
+        """Fetch and parse one sitemap (XML, sitemap index, gzip or plain text)."""
+        requested = self.validate_url(url)
+        response = await self._get(requested, accept_types=None, max_bytes=MAX_SITEMAP_BYTES)
+        if response.status >= 300:
+            raise HttpStatusError(requested, response.status, response.reason)
+        return await asyncio.to_thread(parse_sitemap, response.body, requested)
+
     # -- internals -------------------------------------------------------------------------
 
     async def _page_result(self, url: str, etag: str | None, modified: str | None) -> PageResult:
@@ -335,16 +356,17 @@ class WebCrawler:
             raise BinaryContentError.for_page(url, content_type, kind)
         is_html = content_type in HTML_TYPES
         decoded, codec = decode_body(response.body, response.charset, is_html=is_html)
+        links: tuple[str, ...] = ()
+        canonical, robots = None, frozenset[str]()
         if is_html:
-            extracted = html_to_text(decoded)
+            extracted = html_to_text(decoded, response.url)
             title, text = extracted.title, extracted.text
+            links, canonical, robots = extracted.links, extracted.canonical, extracted.robots
         else:
             text = decoded.replace("\r\n", "\n").replace("\r", "\n").strip()
             title = markdown_title(text) if "markdown" in content_type else ""
-        if not text.strip():
-            raise CrawlError(
-                f"The page {url} has no readable text (it may need JavaScript); nothing to ingest."
-            )
+        if not text.strip() and not links:
+            raise no_text_error(url)
         return CrawledPage(
             url=url,
             title=cap_title(title or url),
@@ -356,6 +378,9 @@ class WebCrawler:
             final_url=response.url,
             content_type=content_type,
             encoding=codec,
+            links=links,
+            canonical=canonical,
+            robots=robots,
         )
 
     async def _get(
@@ -446,6 +471,13 @@ class WebCrawler:
         return RobotsResponse(status=response.status, text=text)
 
 
+def no_text_error(url: str) -> CrawlError:
+    """The error for a page without readable text (links alone are followed, not stored)."""
+    return CrawlError(
+        f"The page {url} has no readable text (it may need JavaScript); nothing to ingest."
+    )
+
+
 async def _notify(progress: ProgressCallback | None, done: int, total: int) -> None:
     """Call the progress callback; its failures are logged, never fatal."""
     if progress is None:
@@ -458,4 +490,4 @@ async def _notify(progress: ProgressCallback | None, done: int, total: int) -> N
         log.warning("Progress callback failed", exc_info=True)
 
 
-__all__ = ["MAX_REDIRECTS", "ProgressCallback", "Validators", "WebCrawler"]
+__all__ = ["MAX_REDIRECTS", "ProgressCallback", "Validators", "WebCrawler", "no_text_error"]

@@ -21,6 +21,7 @@ from typing import Any
 from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, Tag
 from bs4.element import CData, PageElement, ProcessingInstruction
 
+from rag_app.crawl.links import canonical_link, raw_links, robots_directives
 from rag_app.limits import MAX_TITLE_CHARS, shorten
 
 _DROP_ALWAYS = (
@@ -93,10 +94,15 @@ _FORM_CONTENT = frozenset({"article", "main", "h1", "h2", "h3"})
 
 @dataclass(frozen=True)
 class ExtractedText:
-    """Title and body text of one page."""
+    """Title and body text of one page, plus what a recursive crawl needs from it."""
 
     title: str
     text: str
+    links: tuple[str, ...] = ()
+    """Absolute link targets in document order (navigation included), unfiltered."""
+    canonical: str | None = None
+    robots: frozenset[str] = frozenset()
+    """`<meta name="robots">` directives such as `noindex`, `nofollow`."""
 
 
 def squash(text: str) -> str:
@@ -477,13 +483,20 @@ def _title(soup: BeautifulSoup) -> str:
     return cap_title(_inline_text(h1)) if isinstance(h1, Tag) else ""
 
 
-def html_to_text(html: str) -> ExtractedText:
-    """Extract the title and the main content of an HTML document as structured text."""
+def html_to_text(html: str, url: str = "") -> ExtractedText:
+    """Extract the title and the main content of an HTML document as structured text;
+    with the page's `url`, also its links (before navigation is dropped) and hints."""
     soup = BeautifulSoup(html, "html.parser")
     title = _title(soup)
+    links: tuple[str, ...] = ()
+    canonical = None
+    if url:
+        links = tuple(raw_links(soup, url))
+        canonical = canonical_link(soup, url)
+    robots = robots_directives(soup)
     _remove_boilerplate(soup)
     text = _render_blocks(_main_region(soup))
-    return ExtractedText(title=title, text=text)
+    return ExtractedText(title, text, links, canonical, robots)
 
 
 def _markdown_heading(line: str) -> str:

@@ -69,9 +69,12 @@ def compile_pattern(pattern: str) -> UrlPattern | None:
     )
 
 
-def raw_links(html: str, page_url: str) -> list[str]:
-    """Absolute link targets in document order, resolved against `<base href>` if present."""
-    soup = BeautifulSoup(html, "html.parser")
+def raw_links(html: str | BeautifulSoup, page_url: str) -> list[str]:
+    """Absolute link targets in document order, resolved against `<base href>` if present.
+
+    `rel="nofollow"` links are left out: the site asks crawlers not to follow them.
+    """
+    soup = html if isinstance(html, BeautifulSoup) else BeautifulSoup(html, "html.parser")
     base_url = page_url
     base = soup.find("base", href=True)
     if isinstance(base, Tag):
@@ -83,8 +86,36 @@ def raw_links(html: str, page_url: str) -> list[str]:
         href = str(anchor["href"]).strip()
         if not href or href.startswith("#") or href.lower().startswith(_NON_PAGE_SCHEMES):
             continue
+        if "nofollow" in _rel(anchor):
+            continue
         links.append(urljoin(base_url, href))
     return links
+
+
+def _rel(tag: Tag) -> list[str]:
+    rel = tag.get("rel") or []
+    values = rel.split() if isinstance(rel, str) else list(rel)
+    return [str(v).lower() for v in values]
+
+
+def canonical_link(soup: BeautifulSoup, page_url: str) -> str | None:
+    """The absolute `<link rel="canonical" href>` of a page (http/https only), or None."""
+    for link in soup.find_all("link", href=True):
+        if "canonical" in _rel(link):
+            target = urljoin(page_url, str(link["href"]).strip())
+            if urlsplit(target).scheme in ("http", "https"):
+                return target
+            return None
+    return None
+
+
+def robots_directives(soup: BeautifulSoup) -> frozenset[str]:
+    """`<meta name="robots" content="noindex, nofollow">` values, lower case."""
+    found: set[str] = set()
+    for meta in soup.find_all("meta", attrs={"name": True, "content": True}):
+        if str(meta["name"]).strip().lower() in ("robots", "rag-knowledge"):
+            found.update(part.strip().lower() for part in str(meta["content"]).split(","))
+    return frozenset(found - {""})
 
 
 def _site(url: str) -> tuple[str, int]:

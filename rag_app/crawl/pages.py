@@ -33,6 +33,12 @@ class CrawledPage:
     """Where the content came from (differs from `url` only when redirects are followed)."""
     content_type: str = "text/html"
     encoding: str = "utf-8"
+    links: tuple[str, ...] = ()
+    """Absolute link targets of an HTML page (resolved against its final URL)."""
+    canonical: str | None = None
+    """`<link rel="canonical">`, when the page names one."""
+    robots: frozenset[str] = frozenset()
+    """`<meta name="robots">` directives (`noindex`, `nofollow`, ...)."""
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,8 @@ class RobotsRules:
     ttl: float
     agent: str = ""
     """The product token the rules were parsed for (`parse_rules` keeps only its group)."""
+    sitemaps: tuple[str, ...] = ()
+    """`Sitemap:` lines of the file (they belong to no group)."""
 
     def allows(self, url: str, user_agent: str) -> bool:
         """True when `user_agent` may fetch `url`."""
@@ -172,7 +174,12 @@ def parse_rules(text: str, user_agent: str, fetched_at: float, ttl: float) -> Ro
         fetched_at=fetched_at,
         ttl=ttl,
         agent=token,
+        sitemaps=tuple(parser.sitemaps)[:MAX_SITEMAP_LINES],
     )
+
+
+MAX_SITEMAP_LINES = 50
+"""`Sitemap:` lines kept from one robots.txt."""
 
 
 def robots_url(url: str) -> str:

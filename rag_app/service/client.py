@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from rag_app.config import RAGSettings
+from rag_app.crawl_options import CrawlOptions
 from rag_app.errors import RAGError, ServiceError
 from rag_app.results import (
     CheckReport,
@@ -25,6 +26,7 @@ from rag_app.results import (
     IngestResult,
     KBStats,
     ReadResult,
+    RefreshSummary,
     RetrievalResult,
 )
 from rag_app.service import protocol
@@ -160,9 +162,52 @@ class StoreClient:
         progress: Progress | None = None,
         *,
         prune: bool = False,
+        options: CrawlOptions | None = None,
     ) -> CrawlSummary:
-        body = {"url": url, "pattern": pattern, "prune": prune}
+        body = self._crawl_body(url, pattern, prune, options)
         return CrawlSummary.from_dict(await self._call("crawl", body, progress, safe=False))
+
+    @staticmethod
+    def _crawl_body(
+        url: str, pattern: str, prune: bool, options: CrawlOptions | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"url": url, "pattern": pattern, "prune": prune}
+        if options is not None:
+            body.update(
+                max_depth=options.max_depth,
+                max_pages=options.max_pages,
+                exclude=options.exclude,
+                sitemap=options.sitemap,
+                prune=prune or options.prune,
+            )
+        return body
+
+    async def start_crawl(
+        self, url: str, pattern: str = "", *, options: CrawlOptions | None = None
+    ) -> dict[str, Any]:
+        """Start a crawl job in the store's owner and return the job at once."""
+        body = {**self._crawl_body(url, pattern, False, options), "background": True}
+        return dict((await self._call("crawl", body, safe=False))["job"])
+
+    async def refresh(self, progress: Progress | None = None) -> RefreshSummary:
+        return RefreshSummary.from_dict(await self._call("refresh", {}, progress, safe=False))
+
+    async def start_refresh(self) -> dict[str, Any]:
+        """Start a refresh job and return the job at once."""
+        return dict((await self._call("refresh", {"background": True}, safe=False))["job"])
+
+    async def jobs(self) -> list[dict[str, Any]]:
+        """Running and recent jobs of the store's owner, running ones first."""
+        return list((await self._call("jobs", {}, safe=True))["jobs"])
+
+    async def cancel_job(self, job_id: str) -> dict[str, Any]:
+        """Cancel a job; returns it once it has stopped (or after 2 s)."""
+        return dict((await self._call("job_cancel", {"id": job_id}, safe=True))["job"])
+
+    async def wait_job(self, job_id: str, progress: Progress | None = None) -> dict[str, Any]:
+        """Wait for a job to end, passing on its progress."""
+        data = await self._call("job_wait", {"id": job_id}, progress, safe=True)
+        return dict(data["job"])
 
     async def index_dir(
         self, path: str | Path, progress: Progress | None = None

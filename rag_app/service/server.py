@@ -108,6 +108,8 @@ class StoreService:
             await asyncio.sleep(FAILED_LINGER_SEC)  # waiting clients read why, then we go
             code = 1
         finally:
+            if self.kb is not None:
+                await self.kb.cancel_jobs()  # what they committed stays
             await self._drain()
             watcher.cancel()
             lock.clear_info()
@@ -151,6 +153,8 @@ class StoreService:
         idle = self.settings.rag_service_idle_sec
         while idle > 0:
             await asyncio.sleep(min(5.0, idle))
+            if self.kb is not None and self.kb.running_jobs:
+                self.last_activity = time.monotonic()  # a running crawl is activity
             if self.inflight == 0 and time.monotonic() - self.last_activity > idle:
                 logger.info("Idle for %.0f s: stopping.", idle)
                 self.stop.set()
@@ -169,6 +173,10 @@ class StoreService:
             "search": self._search,
             "add": self._add,
             "crawl": self._crawl,
+            "refresh": self._refresh,
+            "jobs": self._jobs,
+            "job_cancel": self._job_cancel,
+            "job_wait": self._job_wait,
             "index": self._index,
             "delete": self._delete,
             "stats": self._stats,
@@ -284,13 +292,38 @@ class StoreService:
         return result.to_dict()
 
     async def _crawl(self, body: dict[str, Any], progress: Progress) -> Any:
-        summary = await self.kb.ingest_from_index(
-            str(body.get("url", "")),
-            str(body.get("pattern", "")),
-            progress=progress,
+        from rag_app.crawl_options import CrawlOptions
+
+        options = CrawlOptions(
+            max_depth=int(body.get("max_depth") or 1),
+            max_pages=int(body["max_pages"]) if body.get("max_pages") else None,
+            exclude=str(body.get("exclude") or ""),
+            sitemap=bool(body.get("sitemap")),
             prune=bool(body.get("prune")),
         )
-        return summary.to_dict()
+        job = await self.kb.start_crawl(
+            str(body.get("url", "")), str(body.get("pattern", "")), options=options
+        )
+        return await self._job(job, body, progress)
+
+    async def _refresh(self, body: dict[str, Any], progress: Progress) -> Any:
+        return await self._job(await self.kb.start_refresh(), body, progress)
+
+    async def _job(self, job: dict[str, Any], body: dict[str, Any], progress: Progress) -> Any:
+        """With `background`, the job at once; else its result once it ends (it goes on
+        if this client leaves; `rag jobs` shows it)."""
+        if body.get("background"):
+            return {"job": job}
+        return await self.kb.job_result(job["id"], progress)
+
+    async def _jobs(self, _body: dict[str, Any], _progress: Progress) -> Any:
+        return {"jobs": await self.kb.jobs()}
+
+    async def _job_cancel(self, body: dict[str, Any], _progress: Progress) -> Any:
+        return {"job": await self.kb.cancel_job(str(body.get("id", "")))}
+
+    async def _job_wait(self, body: dict[str, Any], progress: Progress) -> Any:
+        return {"job": await self.kb.wait_job(str(body.get("id", "")), progress)}
 
     async def _index(self, body: dict[str, Any], progress: Progress) -> Any:
         summary = await self.kb.index_dir(str(body.get("directory", "")), progress=progress)

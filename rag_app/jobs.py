@@ -1,0 +1,184 @@
+"""Background jobs of the store's owner: long crawls and refreshes that outlive a request.
+
+A job runs as an asyncio task in the owner process; any client lists jobs with their
+progress, waits for one, or cancels one. Cancelling stops a job at its next await
+(within a second or two: fetches are cancelled, a store write in progress is finished
+first), and keeps every page committed before it. Finished jobs are kept for a while
+so their summary can still be read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_app.errors import RAGError
+
+logger = logging.getLogger(__name__)
+
+KEEP_FINISHED = 50
+"""Finished jobs remembered (the oldest are forgotten first)."""
+CANCEL_WAIT_SEC = 2.0
+Progress = Callable[[int, int], None]
+Work = Callable[[Progress, "Job"], Awaitable[dict[str, Any]]]
+"""A job's body: gets a progress callback and its job (to publish a live summary in)."""
+
+
+class UnknownJobError(RAGError):
+    """No job has this id (or it was forgotten)."""
+
+
+@dataclass
+class Job:
+    """One job's state, as every client sees it."""
+
+    id: str
+    kind: str
+    target: str
+    state: str = "running"
+    """running, done, failed or cancelled."""
+    done: int = 0
+    total: int = 0
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+    """The summary once the job has ended (partial after a cancel)."""
+    live: Any = field(default=None, repr=False)
+    """The summary object the work fills in as it goes (anything with `to_dict()`)."""
+    error: str = ""
+    task: asyncio.Task[Any] | None = field(default=None, repr=False)
+    changed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "target": self.target,
+            "state": self.state,
+            "done": self.done,
+            "total": self.total,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "result": self.summary(),
+            "error": self.error,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The result, or what the running work has published so far."""
+        if self.result or self.live is None:
+            return dict(self.result)
+        return dict(self.live.to_dict())
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    def _touch(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+
+class JobRegistry:
+    """The owner's jobs: start, list, wait for and cancel them."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job] = {}
+
+    @property
+    def running(self) -> int:
+        """How many jobs are running."""
+        return sum(job.running for job in self._jobs.values())
+
+    def start(self, kind: str, target: str, work: Work) -> Job:
+        """Run `work` in the background as a new job."""
+        job = Job(id=secrets.token_hex(4), kind=kind, target=target)
+        self._jobs[job.id] = job
+        self._forget_old()
+
+        def progress(done: int, total: int) -> None:
+            job.done, job.total = done, total
+            job._touch()
+
+        async def run() -> None:
+            try:
+                job.result = await work(progress, job)
+                job.state = "done"
+            except asyncio.CancelledError:
+                job.state = "cancelled"
+                job.result = job.summary()
+            except RAGError as err:
+                job.state, job.error = "failed", str(err)
+            except Exception as err:
+                logger.exception("Job %s (%s %s) failed", job.id, kind, target)
+                job.state = "failed"
+                job.error = f"Unexpected error ({type(err).__name__}); see the service log."
+            finally:
+                job.finished_at = time.time()
+                job._touch()
+
+        job.task = asyncio.create_task(run())
+        logger.info("Job %s started: %s %s", job.id, kind, target)
+        return job
+
+    def get(self, job_id: str) -> Job:
+        job = self._jobs.get(job_id.strip())
+        if job is None:
+            raise UnknownJobError(
+                f"There is no job {job_id!r}; list the jobs with `rag jobs` (or rag_jobs)."
+            )
+        return job
+
+    def outcome(self, job: Job) -> dict[str, Any]:
+        """A finished job's result, or its failure as the one-line error it was."""
+        if job.state == "done":
+            return job.result
+        if job.state == "cancelled":
+            stored = job.result.get("pages_crawled", job.result.get("updated", 0))
+            raise RAGError(
+                f"The {job.kind} job {job.id} was cancelled; what it committed is kept "
+                f"({stored} pages)."
+            )
+        raise RAGError(job.error or f"The {job.kind} job {job.id} failed.")
+
+    def list(self) -> list[Job]:
+        """Running jobs first, then the most recent."""
+        return sorted(self._jobs.values(), key=lambda j: (not j.running, -j.started_at))
+
+    async def wait(self, job: Job, progress: Progress | None = None) -> Job:
+        """Wait until `job` ends, passing on its progress."""
+        while job.running:
+            changed = job.changed
+            await changed.wait()
+            if progress is not None and job.running:
+                progress(job.done, job.total)
+        return job
+
+    async def cancel(self, job_id: str) -> Job:
+        """Stop a running job (waits up to `CANCEL_WAIT_SEC` for it to wind down)."""
+        job = self.get(job_id)
+        if job.running and job.task is not None:
+            job.task.cancel()
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(job.task), CANCEL_WAIT_SEC)
+        return job
+
+    async def cancel_all(self) -> None:
+        """Cancel every running job (the owner is stopping)."""
+        for job in self.list():
+            if job.running:
+                await self.cancel(job.id)
+
+    def _forget_old(self) -> None:
+        finished = [j for j in self._jobs.values() if not j.running]
+        finished.sort(key=lambda j: j.finished_at or 0)
+        for job in finished[: max(0, len(finished) - KEEP_FINISHED)]:
+            del self._jobs[job.id]
+
+
+__all__ = ["CANCEL_WAIT_SEC", "Job", "JobRegistry", "UnknownJobError"]

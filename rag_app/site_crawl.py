@@ -1,0 +1,260 @@
+"""One crawl of a site: from an index page, recursively within a scope, or from sitemaps.
+
+Depth 1 is the specification's index crawl: the start page's same-site links are
+ingested and not followed further. From depth 2 on, the start page is a page of its
+own and links are followed breadth-first within the start page's site and directory
+(`CrawlScope`), up to a depth and a page limit; `--sitemap` seeds the crawl with the
+site's sitemap pages instead. No page is fetched twice (URL keys fold fragments, dot
+segments and trailing slashes; redirects and `<link rel=canonical>` are followed by
+key), nor stored twice (identical text under two URLs). One failing page never fails
+the crawl. Politeness (robots.txt, delays, concurrency) is the shared crawler's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+
+from rag_app.crawl.crawler import WebCrawler
+from rag_app.crawl.pages import CrawledPage, NotModified
+from rag_app.crawl.scope import CrawlScope, OutOfScope, page_key
+from rag_app.crawl.url_safety import parse_url
+from rag_app.crawl_options import CrawlOptions
+from rag_app.errors import CrawlError, RAGError, UrlRefusedError
+from rag_app.index.chroma_store import SourceRecord
+from rag_app.results import CrawlSummary, IngestResult
+
+logger = logging.getLogger(__name__)
+
+MAX_SITEMAP_FILES = 100
+"""Sitemap files read per crawl (sitemap indexes included)."""
+MAX_SITEMAP_NESTING = 3
+
+Ingest = Callable[[CrawledPage | NotModified, SourceRecord | None], Awaitable[IngestResult]]
+Remove = Callable[[str], Awaitable[int]]
+Progress = Callable[[int, int], object]
+
+
+class SiteCrawl:
+    """Breadth-first crawl state: the frontier, the keys seen, the running summary."""
+
+    def __init__(
+        self,
+        crawler: WebCrawler,
+        scope: CrawlScope,
+        options: CrawlOptions,
+        *,
+        known: dict[str, SourceRecord],
+        ingest: Ingest,
+        remove: Remove,
+        progress: Progress | None = None,
+        workers: int = 4,
+        summary: CrawlSummary | None = None,
+    ) -> None:
+        self.crawler = crawler
+        self.scope = scope
+        self.options = options
+        self.known = known
+        self._ingest = ingest
+        self._remove = remove
+        self._progress = progress
+        self._workers = max(1, workers)
+        self.summary = summary if summary is not None else CrawlSummary()
+        self._seen: set[str] = set()
+        self._hashes: set[str] = set()
+        self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self._scheduled = 0
+        self._done = 0
+
+    @property
+    def _cap(self) -> int:
+        return self.options.max_pages or 1
+
+    # -- seeds -----------------------------------------------------------------------------
+
+    async def run(self, start: str) -> CrawlSummary:
+        """Crawl from `start` (already normalised); errors of single pages are counted."""
+        if self.options.sitemap:
+            for url in await self._sitemap_pages(start):
+                self._schedule(url, 1)
+        elif self.options.max_depth == 1:
+            links = await self.crawler.crawl_index(start, "", max_pages=10_000)
+            self._seen.add(page_key(links.index_url))
+            self.summary.out_of_scope += links.skipped_external
+            for url in links.urls:
+                self._schedule(url, 1)
+        else:
+            self._seen.add(page_key(start))
+            self._scheduled = 1
+            self._notify()
+            await self._visit(start, 0)
+            self._done = 1
+        self._notify()
+        tasks = [asyncio.create_task(self._worker()) for _ in range(self._workers)]
+        try:
+            await self._queue.join()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.summary.error_details.sort(key=lambda d: d["url"])
+        return self.summary
+
+    async def _sitemap_pages(self, start: str) -> list[str]:
+        """In-scope page URLs of the site's sitemaps (indexes followed, gzip inflated)."""
+        pending = [(url, 0) for url in await self.crawler.sitemap_urls(start)]
+        read: set[str] = set()
+        pages: list[str] = []
+        failures: list[str] = []
+        while pending and len(read) < MAX_SITEMAP_FILES:
+            url, level = pending.pop(0)
+            if url in read:
+                continue
+            read.add(url)
+            try:
+                entries = await self.crawler.fetch_sitemap(url)
+            except RAGError as err:
+                failures.append(str(err))
+                self._fail(url, str(err))
+                continue
+            pages.extend(entries.pages)
+            self.summary.over_cap += entries.truncated
+            if level < MAX_SITEMAP_NESTING:
+                pending.extend((s, level + 1) for s in entries.sitemaps if s not in read)
+        if not pages and failures:
+            raise CrawlError(f"No sitemap could be read for {start}: {failures[0]}")
+        return pages
+
+    # -- frontier --------------------------------------------------------------------------
+
+    def _schedule(self, raw: str, depth: int) -> None:
+        """Queue a page once, if it is in scope and under the page limit."""
+        try:
+            url = parse_url(raw, self.crawler.policy).url
+        except UrlRefusedError:
+            self.summary.out_of_scope += 1
+            return
+        if (depth > 0 or self.options.sitemap) and self._out_of_scope(url):
+            return
+        key = page_key(url)
+        if key in self._seen:
+            return
+        if self._scheduled >= self._cap:
+            self.summary.over_cap += 1
+            return
+        self._seen.add(key)
+        self._scheduled += 1
+        self._queue.put_nowait((url, depth))
+
+    def _out_of_scope(self, url: str) -> bool:
+        reason = self.scope.check(url)
+        if reason is None:
+            return False
+        if reason in (OutOfScope.PATTERN, OutOfScope.EXCLUDED):
+            self.summary.filtered += 1
+        else:
+            self.summary.out_of_scope += 1
+        return True
+
+    async def _worker(self) -> None:
+        while True:
+            url, depth = await self._queue.get()
+            try:
+                await self._visit(url, depth)
+            except Exception as err:  # one page must never fail the crawl
+                logger.exception("Unexpected error crawling %s", url)
+                self._fail(url, f"Unexpected error ({type(err).__name__}); see the server log.")
+            finally:
+                self._done += 1
+                self._notify()
+                self._queue.task_done()
+
+    async def _visit(self, url: str, depth: int) -> None:
+        old = self.known.get(url)
+        follow = depth < self.options.max_depth
+        # A page whose links are needed is fetched whole (its content hash still spares
+        # the embedding when unchanged); a leaf is asked conditionally.
+        etag = old.etag if old is not None and not follow else None
+        modified = old.last_modified if old is not None and not follow else None
+        try:
+            outcome = await self.crawler.crawl_page(url, etag or None, modified or None)
+        except RAGError as err:
+            if depth == 0:
+                raise  # the start page itself: the crawl cannot begin
+            await self._fetch_failed(url, old, err)
+            return
+        if depth == 0 and isinstance(outcome, CrawledPage):
+            self.scope = self.scope.rebased(outcome.final_url or url)
+        if isinstance(outcome, CrawledPage):
+            page = self._deduplicated(outcome)
+            if page is None:
+                self.summary.duplicates += 1
+                return
+            if follow and "nofollow" not in page.robots:
+                for link in page.links:
+                    self._schedule(link, depth + 1)
+            if "noindex" in page.robots:
+                self.summary.filtered += 1
+                return
+            outcome, old = page, self.known.get(page.url, old)
+        try:
+            result = await self._ingest(outcome, old)
+        except RAGError as err:
+            self._fail(url, str(err))
+            return
+        self.summary.pages_crawled += 1
+        self.summary.chunks_stored += result.chunks
+        self.summary.unchanged += int(result.unchanged)
+
+    def _deduplicated(self, page: CrawledPage) -> CrawledPage | None:
+        """The page to store (under its canonical URL when the site names one in scope),
+        or None when the same page or the same text was already taken in this crawl."""
+        if page.final_url and page.final_url != page.url:
+            final_key = page_key(page.final_url)
+            if final_key != page_key(page.url):
+                if final_key in self._seen:
+                    return None
+                self._seen.add(final_key)
+        if page.canonical:
+            try:
+                canonical = parse_url(page.canonical, self.crawler.policy).url
+            except UrlRefusedError:
+                canonical = ""
+            key = page_key(canonical) if canonical else ""
+            if key and key != page_key(page.url) and self.scope.admits(canonical):
+                if key in self._seen:
+                    return None
+                self._seen.add(key)
+                page = dataclasses.replace(page, url=canonical)
+        if page.content_hash in self._hashes:
+            return None
+        self._hashes.add(page.content_hash)
+        return page
+
+    async def _fetch_failed(self, url: str, old: SourceRecord | None, err: RAGError) -> None:
+        detail = {"url": url, "reason": str(err)}
+        if getattr(err, "status", None) in (404, 410) and old is not None:
+            detail["gone"] = "true"
+            if self.options.prune:
+                await self._remove(url)
+                detail["pruned"] = "true"
+                self.summary.removed += 1
+        self.summary.errors += 1
+        self.summary.error_details.append(detail)
+
+    def _fail(self, url: str, reason: str) -> None:
+        self.summary.errors += 1
+        self.summary.error_details.append({"url": url, "reason": reason})
+
+    def _notify(self) -> None:
+        if self._progress is None:
+            return
+        try:
+            self._progress(self._done, self._scheduled)
+        except Exception:
+            logger.warning("Progress callback failed", exc_info=True)
+
+
+__all__ = ["SiteCrawl"]

@@ -1,0 +1,79 @@
+"""Test helper: a folder served by Python's own `http.server` on loopback, as a static
+documentation site is (Last-Modified, If-Modified-Since → 304, `/dir` → `/dir/`,
+`index.html` for folders). Every request is recorded: path and conditional headers."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class StaticSite:
+    """A running server: its base URL and what it was asked."""
+
+    root: Path
+    base: str
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    """(path, If-Modified-Since header or '') per request, in arrival order."""
+    statuses: list[tuple[str, int]] = field(default_factory=list)
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def paths(self) -> list[str]:
+        return [path for path, _ in self.requests]
+
+
+class _Handler(SimpleHTTPRequestHandler):
+    site: StaticSite
+
+    def do_GET(self) -> None:
+        self.site.requests.append((self.path, self.headers.get("If-Modified-Since", "")))
+        super().do_GET()
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self.site.statuses.append((self.path, code))
+        super().send_response(code, message)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve_folder(root: Path) -> Iterator[StaticSite]:
+    """Serve `root` on 127.0.0.1 (a free port) for the duration of the block."""
+    site = StaticSite(root=root, base="")
+    handler = type("Handler", (_Handler,), {"site": site})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    site.base = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield site
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def page(title: str, body: str, *, links: Sequence[str] = (), head: str = "") -> str:
+    """A small documentation page with a nav of `links` and a main text."""
+    nav = "".join(f'<li><a href="{href}">{href}</a></li>' for href in links)
+    return (
+        f"<!doctype html><html><head><title>{title}</title>{head}</head><body>"
+        f"<nav><ul>{nav}</ul></nav><main><h1>{title}</h1><p>{body}</p></main></body></html>"
+    )
+
+
+def write_site(root: Path, pages: dict[str, str]) -> None:
+    """Write `{path: html}` under `root`, creating folders."""
+    for path, html in pages.items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(html, encoding="utf-8")
