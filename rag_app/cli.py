@@ -371,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-pages", type=int, default=None, help="pages to fetch at most (RAG_MAX_CRAWL_PAGES)"
     )
-    p.add_argument("--exclude", default="", help="regex of page URLs to leave out")
+    p.add_argument("-x", "--exclude", default="", help="regex of page URLs to leave out")
     p.add_argument("--sitemap", action="store_true", help="start from the site's sitemaps")
     p.add_argument("--prune", action="store_true", help="remove known pages that are gone")
     p.add_argument(

@@ -87,8 +87,10 @@ class Job:
 class JobRegistry:
     """The owner's jobs: start, list, wait for and cancel them."""
 
-    def __init__(self) -> None:
+    def __init__(self, settle: Callable[[], Awaitable[None]] | None = None) -> None:
         self._jobs: dict[str, Job] = {}
+        self._settle = settle
+        """Waits for writes a cancelled job had under way (they finish, and are counted)."""
 
     @property
     def running(self) -> int:
@@ -110,8 +112,7 @@ class JobRegistry:
                 job.result = await work(progress, job)
                 job.state = "done"
             except asyncio.CancelledError:
-                job.state = "cancelled"
-                job.result = job.summary()
+                job.state = "cancelled"  # `live` stays the result: late commits still count
             except RAGError as err:
                 job.state, job.error = "failed", str(err)
             except Exception as err:
@@ -139,7 +140,8 @@ class JobRegistry:
         if job.state == "done":
             return job.result
         if job.state == "cancelled":
-            stored = job.result.get("pages_crawled", job.result.get("updated", 0))
+            done = job.summary()
+            stored = done.get("pages_crawled", done.get("updated", 0))
             raise RAGError(
                 f"The {job.kind} job {job.id} was cancelled; what it committed is kept "
                 f"({stored} pages)."
@@ -163,9 +165,13 @@ class JobRegistry:
         """Stop a running job (waits up to `CANCEL_WAIT_SEC` for it to wind down)."""
         job = self.get(job_id)
         if job.running and job.task is not None:
+            deadline = time.monotonic() + CANCEL_WAIT_SEC
             job.task.cancel()
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(job.task), CANCEL_WAIT_SEC)
+                if self._settle is not None:
+                    left = max(0.0, deadline - time.monotonic())
+                    await asyncio.wait_for(asyncio.shield(self._settle()), left)
         return job
 
     async def cancel_all(self) -> None:

@@ -109,6 +109,18 @@ def _file_error(err: Exception) -> str:
     return f"it could not be read ({type(err).__name__}: {err})."
 
 
+def _report(
+    on_commit: Callable[[IngestResult], object] | None, result: IngestResult
+) -> Callable[[Any], None]:
+    """A `then` callback that hands `result` to `on_commit` (if any)."""
+
+    def call(_value: Any) -> None:
+        if on_commit is not None:
+            on_commit(result)
+
+    return call
+
+
 def _consume_outcome(task: asyncio.Future[Any]) -> None:
     """Retrieve a shielded write's outcome, so one whose caller left is not reported as
     "never retrieved" (a failure is logged; the caller, if still there, gets it too)."""
@@ -181,7 +193,8 @@ class KnowledgeBase:
         self.open_timings: dict[str, float] = {}
         self.model_mismatch: EmbeddingMismatchError | None = None
         self._write_lock = asyncio.Lock()
-        self._jobs = JobRegistry()
+        self._writes: set[asyncio.Future[Any]] = set()
+        self._jobs = JobRegistry(settle=self._settle)
         self._open_lock = asyncio.Lock()
         self.parser = StructuredNodeParser.from_settings(self.settings)
 
@@ -322,21 +335,27 @@ class KnowledgeBase:
         kind: str = "web",
         metadata: dict[str, Any] | None = None,
         record_fields: dict[str, Any] | None = None,
+        on_commit: Callable[[IngestResult], object] | None = None,
     ) -> IngestResult:
         """Ingest one source's text, replacing what was stored for it.
 
-        Same content hash as last time → nothing is parsed or embedded.
+        Same content hash as last time → nothing is parsed or embedded. `on_commit` is
+        called once the write is durable, even when the caller was cancelled meanwhile
+        (a cancelled crawl counts exactly what it stored).
         """
         await self.open()
         title = shorten(title, MAX_TITLE_CHARS)
         digest = content_hash(title, text, self.settings.rag_embed_context)
         old = await asyncio.to_thread(self.store.get_source, source)
         if old is not None and old.content_hash == digest:
+            same = IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
             if record_fields:
                 for key, value in record_fields.items():
                     setattr(old, key, value)
-                await self._locked(self.store.put_source, old)
-            return IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
+                await self._locked(self.store.put_source, old, then=_report(on_commit, same))
+            elif on_commit is not None:
+                on_commit(same)
+            return same
         now = utc_now_iso()
         doc_meta: dict[str, Any] = {
             "source_url": source,
@@ -361,17 +380,27 @@ class KnowledgeBase:
             **(record_fields or {}),
         )
         tokens = await in_ingest_lane(self.store.tokenize, nodes)
-        removed = await self._locked(self.store.replace_source, source, nodes, record, tokens)
-        logger.info(
-            "Ingested %s: %d chunks (%d embedded, %d stale removed)",
-            source,
-            len(nodes),
-            embedder.embedded,
-            removed,
+
+        def committed(removed: int) -> None:
+            logger.info(
+                "Ingested %s: %d chunks (%d embedded, %d stale removed)",
+                source,
+                len(nodes),
+                embedder.embedded,
+                removed,
+            )
+            if on_commit is not None:
+                on_commit(result(removed))
+
+        def result(removed: int) -> IngestResult:
+            return IngestResult(
+                source=source, chunks=len(nodes), embedded=embedder.embedded, removed=removed
+            )
+
+        removed = await self._locked(
+            self.store.replace_source, source, nodes, record, tokens, then=committed
         )
-        return IngestResult(
-            source=source, chunks=len(nodes), embedded=embedder.embedded, removed=removed
-        )
+        return result(removed)
 
     async def _chunk(self, doc: Document) -> list[BaseNode]:
         """Parse and chunk one document in a worker thread, within RAG_PARSE_TIMEOUT_SEC.
@@ -426,11 +455,17 @@ class KnowledgeBase:
         return await self._ingest_outcome(outcome, old)
 
     async def _ingest_outcome(
-        self, outcome: CrawledPage | NotModified, old: SourceRecord | None
+        self,
+        outcome: CrawledPage | NotModified,
+        old: SourceRecord | None,
+        on_commit: Callable[[IngestResult], object] | None = None,
     ) -> IngestResult:
         if isinstance(outcome, NotModified):
             chunks = old.chunk_count if old else 0
-            return IngestResult(source=outcome.url, chunks=chunks, unchanged=True)
+            same = IngestResult(source=outcome.url, chunks=chunks, unchanged=True)
+            if on_commit is not None:
+                on_commit(same)
+            return same
         if not outcome.text.strip():
             raise no_text_error(outcome.url)
         return await self.ingest_text(
@@ -443,6 +478,7 @@ class KnowledgeBase:
                 "etag": outcome.etag or "",
                 "last_modified": outcome.last_modified or "",
             },
+            on_commit=on_commit,
         )
 
     @_storage_guard
@@ -873,18 +909,31 @@ class KnowledgeBase:
         logger.info("Deleted %s: %d chunks", key, removed)
         return removed
 
-    async def _locked(self, fn: Callable[..., R], *args: Any) -> R:
+    async def _locked(
+        self, fn: Callable[..., R], *args: Any, then: Callable[[R], object] | None = None
+    ) -> R:
         """Run a store write in a thread under the write lock, to its end even when the
         caller is cancelled (a cancelled crawl job): the lock is held until the write is
-        over, so no other write can start beside a write that is still running."""
+        over, so no other write can start beside a write that is still running. `then`
+        runs once the write is durable, whether or not the caller is still there."""
 
         async def run() -> R:
             async with self._write_lock:
-                return await asyncio.to_thread(fn, *args)
+                value = await asyncio.to_thread(fn, *args)
+            if then is not None:
+                then(value)
+            return value
 
         task = asyncio.ensure_future(run())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
         task.add_done_callback(_consume_outcome)
         return await asyncio.shield(task)
+
+    async def _settle(self) -> None:
+        """Wait for the writes whose callers were cancelled (a cancelled job's last page)."""
+        if self._writes:
+            await asyncio.wait(set(self._writes))
 
     @_storage_guard
     async def stats(self) -> KBStats:

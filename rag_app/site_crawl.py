@@ -32,7 +32,10 @@ MAX_SITEMAP_FILES = 100
 """Sitemap files read per crawl (sitemap indexes included)."""
 MAX_SITEMAP_NESTING = 3
 
-Ingest = Callable[[CrawledPage | NotModified, SourceRecord | None], Awaitable[IngestResult]]
+Committed = Callable[[IngestResult], object]
+Ingest = Callable[
+    [CrawledPage | NotModified, SourceRecord | None, Committed], Awaitable[IngestResult]
+]
 Remove = Callable[[str], Awaitable[int]]
 Progress = Callable[[int, int], object]
 
@@ -200,10 +203,12 @@ class SiteCrawl:
                 return
             outcome, old = page, self.known.get(page.url, old)
         try:
-            result = await self._ingest(outcome, old)
+            await self._ingest(outcome, old, self._committed)
         except RAGError as err:
             self._fail(url, str(err))
-            return
+
+    def _committed(self, result: IngestResult) -> None:
+        """Count a stored page (called when its write is durable, even after a cancel)."""
         self.summary.pages_crawled += 1
         self.summary.chunks_stored += result.chunks
         self.summary.unchanged += int(result.unchanged)

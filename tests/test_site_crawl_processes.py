@@ -1,0 +1,112 @@
+"""Site crawls as users run them: real `rag` processes and the real `rag-mcp` over stdio,
+all clients of one store owner, against a static site served on loopback."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rag_app.crawl.scope import page_key
+from tests.processes import rag, rag_json, rag_mcp, store_env, text_of
+from tests.static_site import StaticSite, serve_folder
+from tests.test_site_crawl import IN_SCOPE, docs_site
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[StaticSite]:
+    root = tmp_path / "site"
+    root.mkdir()
+    with serve_folder(root) as served:
+        docs_site(root, served.base)
+        yield served
+
+
+def stored_keys(env: dict[str, str], site: StaticSite) -> set[str]:
+    sources = rag_json(env, "stats")["sources"]
+    return {page_key(s).removeprefix(site.base) for s in sources}
+
+
+EXPECTED = {page_key("http://h" + p).removeprefix("http://h") for p in IN_SCOPE}
+
+
+def test_rag_crawl_refresh_and_jobs_from_the_command_line(tmp_path: Path, site: StaticSite) -> None:
+    env = store_env(tmp_path)
+    try:
+        done = rag(env, "crawl", site.url("/docs/"), "--max-depth", "10", "--exclude", "_static")
+        assert done.returncode == 3, done.stderr  # missing.html failed: a partial failure
+        assert done.stdout.startswith(f"完了: {len(IN_SCOPE)}ページ / "), done.stdout
+        assert "missing.html" in done.stderr and "Traceback" not in done.stderr
+        assert stored_keys(env, site) == EXPECTED
+
+        started = rag(
+            env, "crawl", site.url("/docs/"), "--max-depth", "10", "-x", "_static", "--background"
+        )
+        assert started.returncode == 0, started.stderr
+        job_id = re.search(r"ジョブ ([0-9a-f]{8})", started.stdout)
+        assert job_id, started.stdout
+        waited = rag(env, "jobs", "--wait", job_id.group(1), "--json")
+        assert waited.returncode == 0, waited.stderr
+        job = json.loads(waited.stdout)
+        assert job["state"] == "done" and job["result"]["unchanged"] == len(IN_SCOPE), job
+        listed = rag_json(env, "jobs")
+        assert [j["id"] for j in listed[:2]] == [job["id"], listed[1]["id"]]
+        assert all(j["state"] == "done" for j in listed)
+
+        (site.root / "docs/guide/deep/b.html").unlink()
+        refreshed = rag(env, "refresh")
+        assert refreshed.returncode == 0, refreshed.stderr
+        assert "unchanged=7 updated=0 removed=1 errors=0 (chunks embedded: 0)" in refreshed.stdout
+        assert stored_keys(env, site) == EXPECTED - {"/docs/guide/deep/b.html"}
+
+        bad = rag(env, "crawl", site.url("/docs/"), "--max-depth", "0")
+        assert bad.returncode == 2 and bad.stderr.startswith("error: max_depth"), bad.stderr
+        unknown = rag(env, "jobs", "--cancel", "feedbeef")
+        assert unknown.returncode == 1 and "There is no job" in unknown.stderr
+    finally:
+        rag(env, "service", "stop")
+
+
+async def test_rag_crawl_job_over_stdio_is_seen_and_cancelled_by_other_clients(
+    tmp_path: Path, site: StaticSite
+) -> None:
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.5")
+    try:
+        async with rag_mcp(env, tmp_path / "mcp.log") as client:
+            started = await client.call_tool(
+                "rag_crawl", {"url": site.url("/docs/"), "max_depth": 10, "exclude": "_static"}
+            )
+            assert not started.is_error, text_of(started)
+            job = started.structured_content
+            assert job is not None and job["state"] == "running" and job["job_id"]
+            assert job["job_id"] in text_of(started) and "rag_jobs" in text_of(started)
+            deadline = time.monotonic() + 60
+            while True:  # another process sees the job and its progress
+                listed = rag_json(env, "jobs")
+                mine = next(j for j in listed if j["id"] == job["job_id"])
+                if mine["result"].get("pages_crawled", 0) >= 2:
+                    break
+                assert mine["state"] == "running" and time.monotonic() < deadline, mine
+                time.sleep(0.2)
+            searched = await client.call_tool("rag_search", {"query": "kettle"})
+            assert not searched.is_error  # searches are answered while the job runs
+            began = time.monotonic()
+            cancelled = await client.call_tool("rag_jobs", {"cancel": job["job_id"]})
+            took = time.monotonic() - began
+            assert not cancelled.is_error, text_of(cancelled)
+            jobs = cancelled.structured_content
+            assert jobs is not None
+            state = next(j for j in jobs["jobs"] if j["id"] == job["job_id"])
+            assert state["state"] == "cancelled" and took < 2.5, (state, took)
+            assert "中止" in text_of(cancelled)
+        kept = stored_keys(env, site)
+        assert 2 <= len(kept) < len(EXPECTED) and kept <= EXPECTED
+        assert state["result"]["pages_crawled"] == len(kept)
+        check = rag(env, "check")
+        assert check.returncode == 0 and check.stdout.startswith("consistent"), check.stdout
+    finally:
+        rag(env, "service", "stop")
