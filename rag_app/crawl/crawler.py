@@ -45,6 +45,7 @@ from rag_app.crawl.robots import RobotsCache, RobotsResponse
 from rag_app.crawl.safe_browsing import SafeBrowsingClient
 from rag_app.crawl.throttle import DomainThrottle
 from rag_app.crawl.url_safety import AddressPolicy, Lookup, parse_url, resolve_and_check
+from rag_app.documents import DOCUMENT_TYPES, DocumentLimits, extract_document
 from rag_app.errors import CrawlError, RAGError, UrlRefusedError
 
 log = logging.getLogger(__name__)
@@ -330,17 +331,13 @@ class WebCrawler:
     def _build_page(self, url: str, response: RawResponse) -> CrawledPage:
         """Decode and extract a fetched page (runs in a worker thread: CPU-bound)."""
         content_type = response.content_type or "text/html"
-        kind = binary_kind(response.body, response.charset)
-        if kind is not None:
-            raise BinaryContentError.for_page(url, content_type, kind)
-        is_html = content_type in HTML_TYPES
-        decoded, codec = decode_body(response.body, response.charset, is_html=is_html)
-        if is_html:
-            extracted = html_to_text(decoded)
-            title, text = extracted.title, extracted.text
+        if content_type in DOCUMENT_TYPES:  # PDF, DOCX: their reader, within its limits
+            limits = DocumentLimits.from_settings(self._settings)
+            kind = DOCUMENT_TYPES[content_type]
+            title, text = extract_document(response.body, kind=kind, name=url, limits=limits)
+            codec = ""
         else:
-            text = decoded.replace("\r\n", "\n").replace("\r", "\n").strip()
-            title = markdown_title(text) if "markdown" in content_type else ""
+            title, text, codec = self._page_text(url, response, content_type)
         if not text.strip():
             raise CrawlError(
                 f"The page {url} has no readable text (it may need JavaScript); nothing to ingest."
@@ -357,6 +354,21 @@ class WebCrawler:
             content_type=content_type,
             encoding=codec,
         )
+
+    def _page_text(
+        self, url: str, response: RawResponse, content_type: str
+    ) -> tuple[str, str, str]:
+        """(title, text, codec) of an HTML, plain-text or Markdown body."""
+        kind = binary_kind(response.body, response.charset)
+        if kind is not None:
+            raise BinaryContentError.for_page(url, content_type, kind)
+        is_html = content_type in HTML_TYPES
+        decoded, codec = decode_body(response.body, response.charset, is_html=is_html)
+        if is_html:
+            extracted = html_to_text(decoded)
+            return extracted.title, extracted.text, codec
+        text = decoded.replace("\r\n", "\n").replace("\r", "\n").strip()
+        return markdown_title(text) if "markdown" in content_type else "", text, codec
 
     async def _get(
         self,
