@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pytest_httpserver import HTTPServer
 
+from mcp_server.schemas import SearchOutput
 from rag_app.config import RAGSettings
 from rag_app.documents.errors import DocumentError
 from rag_app.knowledge import KnowledgeBase
@@ -110,14 +111,18 @@ async def test_documents_added_from_urls(doc_kb: KnowledgeBase, httpserver: HTTP
     pdf_url = httpserver.url_for("/files/travel.pdf")
     added = await doc_kb.ingest_page(pdf_url)
     assert added.chunks == 3
-    hit = (await doc_kb.retrieve("wolves on the northern road", n_results=1)).hits[0]
-    assert hit.source_url == pdf_url and hit.metadata["page"] == 3
+    result = await doc_kb.retrieve("wolves on the northern road", n_results=1)
+    hit = result.hits[0]
+    assert hit.source_url == pdf_url and hit.page == 3
     assert hit.title == "Travel notes"  # no metadata title: its first line
+    assert f"Source: {pdf_url}\nTravel notes · p. 3 · スコア" in result.context
+    assert SearchOutput.of(result).hits[0].page == 3
 
     docx_url = httpserver.url_for("/files/Field%20Guide.docx")
     assert (await doc_kb.ingest_page(docx_url)).chunks > 0
     hit = (await doc_kb.retrieve("Golem HP", n_results=1)).hits[0]
     assert hit.source_url == docx_url and hit.heading_path == "Monsters > Bosses"
+    assert hit.page is None
 
     broken = httpserver.url_for("/files/broken.pdf")
     with pytest.raises(DocumentError) as caught:

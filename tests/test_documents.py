@@ -213,3 +213,37 @@ def test_not_a_docx_is_one_sentence(data: bytes) -> None:
 def test_a_zip_that_is_not_word_is_one_sentence() -> None:
     with pytest.raises(UnreadableDocumentError):
         extract_document(zip_with_member("hello.txt", 5), kind="docx", name="a.docx")
+
+
+def test_docx_content_controls_merges_and_tracked_changes() -> None:
+    from io import BytesIO
+
+    import docx
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+
+    document = docx.Document()
+    document.add_heading("Stock", 1)
+    table = document.add_table(rows=3, cols=2)
+    for (row, col), value in {(0, 0): "Town", (0, 1): "Item", (1, 0): "Cantlin"}.items():
+        table.cell(row, col).text = value
+    table.cell(1, 1).text = "Magic Key"
+    table.cell(2, 1).text = "Silver Shield"
+    table.cell(1, 0).merge(table.cell(2, 0))  # "Cantlin" spans two rows
+    body = document.element.body
+    body.insert(
+        len(body) - 1,  # before the section properties
+        parse_xml(
+            f"<w:sdt {nsdecls('w')}><w:sdtContent><w:p><w:r><w:t>Inside a control</w:t></w:r>"
+            "<w:del><w:r><w:delText>deleted words</w:delText></w:r></w:del>"
+            "<w:ins><w:r><w:t xml:space='preserve'> and inserted ones</w:t></w:r></w:ins>"
+            "</w:p></w:sdtContent></w:sdt>"
+        ),
+    )
+    out = BytesIO()
+    document.save(out)
+    _title, text = extract_document(out.getvalue(), kind="docx", name="s.docx")
+    assert text == (
+        "# Stock\n\n| Town | Item |\n| --- | --- |\n| Cantlin | Magic Key |\n"
+        "| Cantlin | Silver Shield |\n\nInside a control and inserted ones"
+    )

@@ -19,7 +19,11 @@ from rag_app.limits import MAX_TITLE_CHARS, shorten
 DocumentKind = Literal["pdf", "docx"]
 DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 DOCUMENT_SUFFIXES: dict[str, DocumentKind] = {".pdf": "pdf", ".docx": "docx"}
-DOCUMENT_TYPES: dict[str, DocumentKind] = {"application/pdf": "pdf", DOCX_TYPE: "docx"}
+DOCUMENT_TYPES: dict[str, DocumentKind] = {
+    "application/pdf": "pdf",
+    "application/x-pdf": "pdf",  # still sent by some servers
+    DOCX_TYPE: "docx",
+}
 
 
 def name_stem(name: str) -> str:
