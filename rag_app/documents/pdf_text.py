@@ -1,4 +1,4 @@
-"""PDF → (title, text) with pypdf, one page after another, a form feed between pages.
+"""PDF → (title, text) with pypdf, one page after another, each ended by a form feed.
 
 The chunker reads the form feeds as page breaks and gives every chunk its `page`
 (`rag_app.parsing.pages`). Cost is bounded three ways: the page count against
