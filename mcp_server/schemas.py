@@ -33,6 +33,7 @@ class HitOut(BaseModel):
     source_url: str
     title: str
     heading_path: str = Field(description="Parent headings, e.g. `Guide > Install`.")
+    page: int | None = Field(None, description="Page of a PDF (1-based); null otherwise.")
     content_type: str = Field(description="prose, heading or table.")
     chunk_index: int
     text: str = Field(description="The chunk that matched.")
@@ -52,6 +53,7 @@ class HitOut(BaseModel):
                 source_url=h.source_url,
                 title=h.title,
                 heading_path=h.heading_path,
+                page=h.page,
                 content_type=h.content_type,
                 chunk_index=h.chunk_index,
                 text=h.text,

@@ -233,8 +233,8 @@ async def rag_search(
 async def rag_add(url: Url, ctx: Ctx) -> Annotated[CallToolResult, AddOutput]:
     """Fetch one web page and add it to the knowledge base (replacing what was stored for it).
 
-    Re-adding a URL refreshes its content; an unchanged page costs nothing. Private and
-    local addresses are refused.
+    A URL of a PDF or Word (.docx) document is read too. Re-adding a URL refreshes its
+    content; an unchanged page costs nothing. Private and local addresses are refused.
     """
     try:
         target = _require_url(url)

@@ -349,7 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rag {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("index", help="index a folder of .md/.html/.txt files (incremental)")
+    p = sub.add_parser(
+        "index", help="index a folder of .md/.html/.txt/.pdf/.docx files (incremental)"
+    )
     p.add_argument("directory")
 
     p = sub.add_parser("add", help="fetch one web page and add it")

@@ -61,6 +61,11 @@ class RAGSettings(BaseSettings):
     rag_code_block_chars: int = Field(1200, ge=100, le=8000)
     rag_embed_context: bool = True
 
+    # Documents (PDF, Word .docx): what reading one may cost
+    rag_max_pdf_pages: int = Field(1000, ge=1, le=100_000)
+    rag_max_document_chars: int = Field(2_000_000, ge=1000, le=100_000_000)
+    rag_max_docx_unzipped_bytes: int = Field(100 * 1024 * 1024, ge=1024 * 1024, le=4 * 1024**3)
+
     # Retrieval
     rag_retrieval_count: int = Field(3, ge=1, le=100)
     rag_similarity_threshold: float | None = Field(None, ge=0.0, le=2.0)

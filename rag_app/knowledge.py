@@ -32,6 +32,7 @@ from rag_app.crawl.crawler import WebCrawler, no_text_error
 from rag_app.crawl.pages import CrawledPage, NotModified, utc_now_iso
 from rag_app.crawl.scope import CrawlScope
 from rag_app.crawl_options import CrawlOptions
+from rag_app.documents import DocumentLimits
 from rag_app.embeddings import get_embed_model
 from rag_app.errors import (
     CrawlError,
@@ -87,7 +88,7 @@ R = TypeVar("R")
 
 # Bump when what is embedded or indexed for a chunk changes, so unchanged pages are
 # re-chunked and re-embedded once instead of keeping vectors of the old text.
-INDEXED_TEXT_VERSION = 4
+INDEXED_TEXT_VERSION = 5  # 5: form feeds are page breaks (chunks carry `page`)
 
 
 def content_hash(title: str, text: str, embed_context: bool = True) -> str:
@@ -665,13 +666,15 @@ class KnowledgeBase:
     async def index_dir(
         self, path: str | Path, progress: Progress | None = None
     ) -> DirIndexSummary:
-        """Index a folder of .md/.markdown/.html/.htm/.txt files incrementally.
+        """Index a folder of .md/.markdown/.html/.htm/.txt/.pdf/.docx files incrementally.
 
         mtime first, then content hash; files gone from the folder are pruned.
         """
         root = Path(path).expanduser()
         if not root.is_dir():
-            raise RAGError(f"{path} is not a directory; give a folder of .md/.html/.txt files.")
+            raise RAGError(
+                f"{path} is not a directory; give a folder of .md/.html/.txt/.pdf/.docx files."
+            )
         await self.open()
         root = root.resolve()
         files = await asyncio.to_thread(scan_dir, root)
@@ -682,6 +685,7 @@ class KnowledgeBase:
             if r.kind == "file" and r.source.startswith(prefix)
         }
         summary = DirIndexSummary()
+        limits = DocumentLimits.from_settings(self.settings)
         total = len(files)
         for done, file in enumerate(files, start=1):
             uri = file.as_uri()
@@ -692,7 +696,7 @@ class KnowledgeBase:
                     summary.unchanged += 1
                     summary.chunks += old.chunk_count
                 else:
-                    title, text = await in_ingest_lane(read_local_document, file)
+                    title, text = await in_ingest_lane(read_local_document, file, limits=limits)
                     result = await self.ingest_text(
                         uri, text, title=title, kind="file", record_fields={"mtime": mtime}
                     )

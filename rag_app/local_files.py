@@ -2,7 +2,8 @@
 
 A file is refused with one sentence when it is too large (`MAX_FILE_BYTES`) or when its
 bytes are binary although its name says text (a PDF renamed `.md`, an image saved as
-`.html`), so no folder can make ingestion read gigabytes or chunk binary noise.
+`.html`), so no folder can make ingestion read gigabytes or chunk binary noise. PDF and
+Word (.docx) files go through `rag_app.documents`, within its `DocumentLimits`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from pathlib import Path
 from rag_app.crawl.charset import binary_kind, decode_body
 from rag_app.crawl.exceptions import BinaryContentError
 from rag_app.crawl.html_text import cap_title, html_to_text, markdown_title
+from rag_app.documents import DOCUMENT_SUFFIXES, DocumentLimits, extract_document
 from rag_app.errors import RAGError
 
-SUFFIXES = frozenset({".md", ".markdown", ".html", ".htm", ".txt"})
+TEXT_SUFFIXES = frozenset({".md", ".markdown", ".html", ".htm", ".txt"})
+SUFFIXES = TEXT_SUFFIXES | frozenset(DOCUMENT_SUFFIXES)
 MAX_FILE_BYTES = 20 * 1024 * 1024
 
 
@@ -41,9 +44,15 @@ def read_bytes_limited(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     return raw
 
 
-def read_local_document(path: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[str, str]:
-    """(title, text) of a file; HTML goes through the same extraction as crawled pages."""
+def read_local_document(
+    path: Path, max_bytes: int = MAX_FILE_BYTES, *, limits: DocumentLimits | None = None
+) -> tuple[str, str]:
+    """(title, text) of a file; HTML goes through the same extraction as crawled pages,
+    PDF and DOCX through their readers."""
     raw = read_bytes_limited(path, max_bytes)
+    document = DOCUMENT_SUFFIXES.get(path.suffix.lower())
+    if document is not None:
+        return extract_document(raw, kind=document, name=str(path), limits=limits)
     kind = binary_kind(raw)
     if kind is not None:
         raise BinaryContentError.for_file(str(path), kind)

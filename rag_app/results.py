@@ -53,6 +53,12 @@ class Hit:
             metadata={k: v for k, v in meta.items() if k not in SCORE_KEYS},
         )
 
+    @property
+    def page(self) -> int | None:
+        """The page of a PDF the chunk comes from (`rag_app.parsing.pages`), else None."""
+        value = self.metadata.get("page")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -98,13 +104,14 @@ def _scores(h: Hit) -> str:
 
 
 def format_hit(h: Hit, rank: int) -> str:
-    """One hit: `## [rank] Source: <url>`, its place (title › heading path) and scores,
-    then its passage (or chunk text)."""
+    """One hit: `## [rank] Source: <url>`, its place (title › heading path, and the page
+    of a PDF) and scores, then its passage (or chunk text)."""
     path = h.heading_path.split(" > ") if h.heading_path else []
     if path and path[0] == h.title:  # an h1 that repeats the page title
         path = path[1:]
     place = " › ".join(p for p in (h.title, *path) if p)
-    about = " · ".join(p for p in (place, _scores(h)) if p)
+    page = f"p. {h.page}" if h.page is not None else ""
+    about = " · ".join(p for p in (place, page, _scores(h)) if p)
     body = demote_headings(h.passage or h.text)
     return f"{'#' * HIT_HEADING_LEVEL} [{rank}] Source: {h.source_url}\n{about}\n\n{body}"
 

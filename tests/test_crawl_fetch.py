@@ -122,7 +122,7 @@ async def test_missing_content_type_is_sniffed(crawler: WebCrawler) -> None:
             await crawler.crawl_page(f"http://127.0.0.1:{port}/binary")
 
 
-@pytest.mark.parametrize("content_type", ["image/png", "application/pdf"])
+@pytest.mark.parametrize("content_type", ["image/png", "application/octet-stream"])
 async def test_wrong_content_type_is_refused(
     site: LocalSite, crawler: WebCrawler, content_type: str
 ) -> None:
@@ -405,7 +405,8 @@ async def test_binary_body_served_as_html_is_refused(
     message = str(caught.value)
     assert message == (
         f"The page {site.url('/fake.html')} is served as text/html but its body is {kind}; "
-        "only HTML, XHTML, plain text and Markdown pages can be ingested."
+        "only HTML, XHTML, plain text, Markdown, PDF and Word (.docx) pages can be ingested, "
+        "each served as its own type."
     )
     assert isinstance(caught.value, CrawlError) and caught.value.status is None
 

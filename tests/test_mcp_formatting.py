@@ -112,6 +112,7 @@ def test_search_structured_content_keeps_every_score_and_rank() -> None:
         "source_url": "https://ex.test/b",
         "title": "モンスター一覧",
         "heading_path": "モンスター > ボス",
+        "page": None,
         "content_type": "table",
         "chunk_index": 0,
         "text": "",

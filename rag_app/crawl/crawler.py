@@ -46,6 +46,7 @@ from rag_app.crawl.safe_browsing import SafeBrowsingClient
 from rag_app.crawl.sitemap import MAX_SITEMAP_BYTES, SitemapEntries, parse_sitemap
 from rag_app.crawl.throttle import DomainThrottle
 from rag_app.crawl.url_safety import AddressPolicy, Lookup, parse_url, resolve_and_check
+from rag_app.documents import DOCUMENT_TYPES, DocumentLimits, extract_document
 from rag_app.errors import CrawlError, RAGError, UrlRefusedError
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,16 @@ ProgressCallback = Callable[[int, int], object]
 """Called as `progress(done, total)` after each page; may return an awaitable."""
 Validators = tuple[str | None, str | None]
 """`(etag, last_modified)` remembered from the previous crawl of a page."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _PageText:
+    title: str
+    text: str
+    codec: str
+    links: tuple[str, ...] = ()
+    canonical: str | None = None
+    robots: frozenset[str] = frozenset()
 
 
 class WebCrawler:
@@ -351,20 +362,17 @@ class WebCrawler:
     def _build_page(self, url: str, response: RawResponse) -> CrawledPage:
         """Decode and extract a fetched page (runs in a worker thread: CPU-bound)."""
         content_type = response.content_type or "text/html"
-        kind = binary_kind(response.body, response.charset)
-        if kind is not None:
-            raise BinaryContentError.for_page(url, content_type, kind)
-        is_html = content_type in HTML_TYPES
-        decoded, codec = decode_body(response.body, response.charset, is_html=is_html)
         links: tuple[str, ...] = ()
         canonical, robots = None, frozenset[str]()
-        if is_html:
-            extracted = html_to_text(decoded, response.url)
-            title, text = extracted.title, extracted.text
-            links, canonical, robots = extracted.links, extracted.canonical, extracted.robots
+        if content_type in DOCUMENT_TYPES:  # PDF, DOCX: their reader, within its limits
+            limits = DocumentLimits.from_settings(self._settings)
+            kind = DOCUMENT_TYPES[content_type]
+            title, text = extract_document(response.body, kind=kind, name=url, limits=limits)
+            codec = ""
         else:
-            text = decoded.replace("\r\n", "\n").replace("\r", "\n").strip()
-            title = markdown_title(text) if "markdown" in content_type else ""
+            page = self._page_text(url, response, content_type)
+            title, text, codec = page.title, page.text, page.codec
+            links, canonical, robots = page.links, page.canonical, page.robots
         if not text.strip() and not links:
             raise no_text_error(url)
         return CrawledPage(
@@ -382,6 +390,26 @@ class WebCrawler:
             canonical=canonical,
             robots=robots,
         )
+
+    def _page_text(self, url: str, response: RawResponse, content_type: str) -> _PageText:
+        """Title, text, codec and (for HTML) links and hints of a text-like body."""
+        kind = binary_kind(response.body, response.charset)
+        if kind is not None:
+            raise BinaryContentError.for_page(url, content_type, kind)
+        is_html = content_type in HTML_TYPES
+        decoded, codec = decode_body(response.body, response.charset, is_html=is_html)
+        if is_html:
+            extracted = html_to_text(decoded, response.url)
+            return _PageText(
+                extracted.title,
+                extracted.text,
+                codec,
+                extracted.links,
+                extracted.canonical,
+                extracted.robots,
+            )
+        text = decoded.replace("\r\n", "\n").replace("\r", "\n").strip()
+        return _PageText(markdown_title(text) if "markdown" in content_type else "", text, codec)
 
     async def _get(
         self,

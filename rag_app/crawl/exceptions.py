@@ -97,7 +97,7 @@ class PageTooLargeError(CrawlError):
 
 
 class UnsupportedContentTypeError(CrawlError):
-    """The response is not HTML, XHTML, plain text or Markdown."""
+    """The response is not HTML, XHTML, plain text, Markdown, PDF or Word (.docx)."""
 
     def __init__(self, url: str, content_type: str) -> None:
         self.url = url
@@ -105,7 +105,7 @@ class UnsupportedContentTypeError(CrawlError):
         self.content_type = content_type
         super().__init__(
             f"Unsupported content type {content_type} at {url}; only HTML, XHTML, "
-            "plain text and Markdown pages can be ingested."
+            "plain text, Markdown, PDF and Word (.docx) pages can be ingested."
         )
 
 
@@ -129,15 +129,18 @@ class BinaryContentError(CrawlError):
             url,
             kind,
             f"The page {url} is served as {content_type} but its body is {kind}; only HTML, "
-            "XHTML, plain text and Markdown pages can be ingested.",
+            "XHTML, plain text, Markdown, PDF and Word (.docx) pages can be ingested, each "
+            "served as its own type.",
         )
 
     @classmethod
     def for_file(cls, path: str, kind: str) -> BinaryContentError:
-        """A local .html/.md/.txt file whose bytes are `kind`."""
+        """A local .html/.md/.txt file whose bytes are `kind` (a .pdf/.docx goes to its
+        reader instead)."""
         return cls(
             path,
             kind,
             f"The file {path} has a text file name but holds {kind}; only HTML, Markdown "
-            "and plain text files can be ingested.",
+            "and plain text files are read as text (PDF and Word files need their .pdf or "
+            ".docx name).",
         )

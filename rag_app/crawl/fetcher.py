@@ -20,11 +20,12 @@ from rag_app.crawl.exceptions import (
     UnsupportedContentTypeError,
 )
 from rag_app.crawl.resolver import RefusedAddressError
+from rag_app.documents import DOCUMENT_TYPES
 from rag_app.errors import CrawlError, UrlRefusedError
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
-PAGE_TYPES = HTML_TYPES | TEXT_TYPES
+PAGE_TYPES = HTML_TYPES | TEXT_TYPES | frozenset(DOCUMENT_TYPES)
 ACCEPT_HEADER = "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.8,*/*;q=0.1"
 _CHUNK = 64 * 1024
 _SNIFF_HTML = (b"<!doctype html", b"<html", b"<head", b"<body")

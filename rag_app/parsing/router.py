@@ -5,7 +5,8 @@ The document is split into heading sections; each section body into paragraphs
 calls TABLE or MIXED is searched for tables; table rows go to the table chunker (their
 `heading_path` is the enclosing section's, plus the table caption), everything else to the
 heading chunker (inside a section) or the prose chunker (before the first heading).
-Nodes come out in document order with one continuous `chunk_index`.
+A text with page breaks (PDF text) is chunked page by page (`pages`). Nodes come out in
+document order with one continuous `chunk_index`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rag_app.parsing.base import SizedNodeParser, check_sizes
 from rag_app.parsing.chunk import Chunk, MetadataValue
 from rag_app.parsing.content_type import ContentType, detect_content_type
 from rag_app.parsing.headings import Section, section_chunks, split_sections
+from rag_app.parsing.pages import PAGE_BREAK, paged_chunks
 from rag_app.parsing.prose import prose_chunks
 from rag_app.parsing.tables import Table, caption_of, split_table_blocks, table_chunks
 
@@ -145,8 +147,13 @@ def structured_chunks(
     code_block_chars: int = CODE_BLOCK_CHARS,
 ) -> list[Chunk]:
     """All chunks of `text`: heading sections, table rows, code blocks and prose, in
-    document order."""
+    document order; a paged text (form feeds, `pages`) page by page, each chunk with its
+    `page`."""
     check_sizes(chunk_size, chunk_overlap)
+    if PAGE_BREAK in text:
+        return paged_chunks(
+            text, lambda page: structured_chunks(page, chunk_size, chunk_overlap, code_block_chars)
+        )
     chunks: list[Chunk] = []
     for section in split_sections(text):
         if section.level and not section.body:

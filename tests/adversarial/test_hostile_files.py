@@ -30,7 +30,10 @@ def test_binary_content_under_a_text_name_is_refused(tmp_path: Path, name: str) 
         read_local_document(path)
     message = str(caught.value)
     assert message.startswith(f"The file {path} has a text file name but holds ")
-    assert message.endswith("only HTML, Markdown and plain text files can be ingested.")
+    assert message.endswith(
+        "only HTML, Markdown and plain text files are read as text (PDF and Word files "
+        "need their .pdf or .docx name)."
+    )
     assert "\n" not in message and isinstance(caught.value, CrawlError)
 
 
