@@ -7,18 +7,20 @@ starts on first use; nothing heavy is imported before the arguments are read.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rag_app.config import RAGSettings, SettingsError, load_settings
+from rag_app.console import VersionAction, guarded
 from rag_app.errors import RAGError
-from rag_app.results import SEARCH_MODES, Hit, RetrievalResult
+from rag_app.results import SEARCH_MODES
+
+if TYPE_CHECKING:  # settings (pydantic) and asyncio are imported after the arguments are read
+    from rag_app.config import RAGSettings
+    from rag_app.results import Hit, RetrievalResult
 
 KnowledgeBase = Any  # a StoreClient (or an in-process KnowledgeBase): the same methods
 
@@ -272,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rag", description="Knowledge base: index, crawl and search web pages and documents."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log INFO messages")
-    parser.add_argument("--version", action="version", version=f"rag {_version()}")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("index", help="index a folder of .md/.html/.txt files (incremental)")
@@ -329,6 +331,8 @@ def _configure_logging(verbose: bool, debug: bool) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from rag_app.config import load_settings
+
     settings = load_settings()
     _configure_logging(args.verbose, settings.rag_debug_log_enabled)
     if args.command == "service":
@@ -342,18 +346,13 @@ async def _run(args: argparse.Namespace) -> int:
         await kb.aclose()
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("rag-knowledge")
-    except PackageNotFoundError:
-        return "0"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `rag`; errors are one line on stderr and a non-zero exit
     (0 ok, 1 error, 2 usage, 3 partial failure, 130 interrupted)."""
+    return guarded(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "query", None) is not None and not args.query.strip():
         print("error: the query is empty; type what you are looking for.", file=sys.stderr)
@@ -361,18 +360,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "n", None) is not None and not 1 <= args.n <= 100:
         print("error: -n must be between 1 and 100.", file=sys.stderr)
         return 2
+    import asyncio
+
+    from rag_app.config import SettingsError
+
     try:
         return asyncio.run(_run(args))
     except (RAGError, SettingsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # `rag search … | head`: the reader left; say nothing
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
 
 
 if __name__ == "__main__":
