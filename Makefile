@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(DEMO_ENV) $(BIN)/rag index samples
+	$(DEMO_ENV) $(BIN)/rag index rag_app/data/samples
 	$(DEMO_ENV) $(BIN)/rag search "りゅうおう"
 	$(DEMO_ENV) $(BIN)/rag search "スライムの攻撃力"
 	$(DEMO_ENV) $(BIN)/rag search "how do I run several coroutines at once?"

@@ -13,11 +13,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from eval.data import DOCUMENTS, QUESTIONS
 from eval.defaults import (
     BASELINE_NAME,
     DEFAULT_CACHE_FILE,
-    DEFAULT_DATASET,
-    DEFAULT_FIXTURE,
     DEFAULT_OUTPUT_DIR,
     DEFAULT_REGRESSION_THRESHOLD,
     DEFAULT_SWEEP_DIR,
@@ -139,12 +138,12 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dataset",
         default=None,
-        help=f"evaluation queries JSON (default {DEFAULT_DATASET})",
+        help=f"evaluation queries JSON (default: the bundled {QUESTIONS})",
     )
     p.add_argument(
         "--fixture",
         default=None,
-        help=f"documents to index, JSON (default {DEFAULT_FIXTURE})",
+        help=f"documents to index, JSON (default: the bundled {DOCUMENTS})",
     )
     p.add_argument(
         "--jsquad",
@@ -206,7 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-size", type=_positive_int, required=True)
     p.add_argument("--chunk-overlap", type=_non_negative_int, required=True)
     p.add_argument("--persist-dir", default=DEFAULT_TEST_DB)
-    p.add_argument("--fixture", default=DEFAULT_FIXTURE)
+    p.add_argument(
+        "--fixture", default=None, help=f"documents to index (default: the bundled {DOCUMENTS})"
+    )
     p.add_argument("--embedding-cache", metavar="FILE", default=None)
 
     p = sub.add_parser("sweep", help="grid over alpha (and chunking, k1, b): CSV + plot")

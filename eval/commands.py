@@ -17,6 +17,7 @@ from pathlib import Path
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from eval.baseline import Comparison, compare, load_baseline, save_baseline
+from eval.data import DOCUMENTS, QUESTIONS, data_path
 from eval.datasets import (
     EvalDocument,
     EvalQuery,
@@ -26,12 +27,7 @@ from eval.datasets import (
     load_spec_documents,
     unknown_sources,
 )
-from eval.defaults import (
-    BASELINE_NAME,
-    DEFAULT_CACHE_FILE,
-    DEFAULT_DATASET,
-    DEFAULT_FIXTURE,
-)
+from eval.defaults import BASELINE_NAME, DEFAULT_CACHE_FILE
 from eval.embedding_cache import CachedEmbedding
 from eval.knowledge_builder import build_knowledge_base, eval_settings
 from eval.progress import progress_bar
@@ -61,10 +57,12 @@ class EvalData:
 
 
 # --- shared helpers -------------------------------------------------------------
-def _label(path: str) -> str:
-    """A path as reports show it: relative to the repository when inside it."""
+def _label(path: str | Path) -> str:
+    """A path as reports show it: relative to the repository (or, installed, to the
+    folder holding the packages, so a bundled file reads `eval/data/…` either way), else
+    to the working folder when inside it."""
     resolved = Path(path).resolve()
-    for root in (Path.cwd().resolve(), _REPO_ROOT):
+    for root in (_REPO_ROOT, Path.cwd().resolve()):
         if resolved.is_relative_to(root):
             return resolved.relative_to(root).as_posix()
     return str(path)
@@ -87,8 +85,8 @@ def load_data(args: argparse.Namespace) -> EvalData:
         return EvalData(documents, queries, name, f"{folder.name}/corpus.jsonl")
     if args.limit is not None:
         raise UsageError("--limit applies to --jsquad runs only; remove it or add --jsquad.")
-    dataset = args.dataset or DEFAULT_DATASET
-    fixture = args.fixture or DEFAULT_FIXTURE
+    dataset = args.dataset or data_path(QUESTIONS)
+    fixture = args.fixture or data_path(DOCUMENTS)
     queries = load_spec_dataset(dataset)
     documents = load_spec_documents(fixture)
     missing = unknown_sources(queries, documents)
@@ -222,8 +220,9 @@ def _print_summary(report: EvaluationReport, comparison: Comparison | None) -> N
 # --- init-test-db ---------------------------------------------------------------
 async def init_test_db(args: argparse.Namespace) -> int:
     _check_chunking(args.chunk_size, args.chunk_overlap)
-    documents = load_spec_documents(args.fixture)
-    data = EvalData(documents, [], "", _label(args.fixture))
+    fixture = args.fixture or data_path(DOCUMENTS)
+    documents = load_spec_documents(fixture)
+    data = EvalData(documents, [], "", _label(fixture))
     settings = eval_settings(args.persist_dir, args.chunk_size, args.chunk_overlap)
     kb = await open_knowledge_base(data, settings, args.embedding_cache, verbose=False)
     try:

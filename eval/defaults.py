@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DEFAULT_DATASET = "tests/fixtures/rag_evaluation_dataset.json"
-DEFAULT_FIXTURE = "tests/fixtures/rag_test_documents.json"
 DEFAULT_OUTPUT_DIR = ".tmp/rag-evaluation"
 DEFAULT_TEST_DB = ".tmp/test_chroma_db"
 DEFAULT_SWEEP_DIR = ".tmp/rag-sweep"

@@ -22,7 +22,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="rag-mcp",
         description="Serve the RAG knowledge base as an MCP server (tools: rag_search, "
         "rag_add, rag_crawl, rag_delete, rag_stats). Settings come from the environment "
-        "and .env (see .env.example).",
+        "and .env (`python -m rag_app.data env.example` lists every setting).",
     )
     parser.add_argument(
         "--transport",
