@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rag_app.completion import SHELLS
 from rag_app.console import VersionAction, guarded
 from rag_app.errors import RAGError
 from rag_app.results import SEARCH_MODES
@@ -321,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("service", help="the background process that owns the store")
     p.add_argument("action", choices=("status", "stop", "run"), help="run: in the foreground")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("completion", help="print a shell completion script (see README)")
+    p.add_argument("shell", choices=SHELLS)
     return parser
 
 
@@ -353,7 +357,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "completion":
+        from rag_app.completion import completion_script
+
+        print(completion_script(parser, args.shell), end="")
+        return 0
     if getattr(args, "query", None) is not None and not args.query.strip():
         print("error: the query is empty; type what you are looking for.", file=sys.stderr)
         return 2

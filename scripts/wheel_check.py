@@ -6,9 +6,10 @@ its dependencies are made visible from this interpreter's site-packages through 
 of links that leaves out this project's own installation (an editable install there
 would otherwise import the repository instead of the wheel). From an empty working
 folder it then checks: the packages import from the wheel, `pip check`, `--version` of
-the four commands, `rag-eval evaluate` on the bundled dataset against the committed
-baseline, and the demo (`rag index` of the bundled samples, `rag search`, `rag stats`,
-`rag service stop`). Any failure prints the command and its output and exits 1.
+the four commands, `rag completion bash`, `rag-eval evaluate` on the bundled dataset
+against the committed baseline, and the demo (`rag index` of the bundled samples,
+`rag search`, `rag stats`, `rag service stop`). Any failure prints the command and its
+output and exits 1.
 """
 
 from __future__ import annotations
@@ -183,10 +184,12 @@ def check(tmp: Path) -> None:
                 Path(file).resolve().is_relative_to(venv.resolve()), f"{file} is not in the wheel"
             )
         run([py, "-m", "pip", "--python", vpy, "check"], cwd=work)
-    with step("--version of the four commands"):
+    with step("--version of the four commands; rag completion bash"):
         for command in COMMANDS:
             out = run([venv / "bin" / command, "--version"], env=env, cwd=work).strip()
             expect(out == f"{command} {version}", f"{command} --version printed {out!r}")
+        out = run(["rag", "completion", "bash"], env=env, cwd=work)
+        expect("complete -o bashdefault -F _shtab_rag rag" in out, out[-500:])
     with step("rag-eval evaluate on the bundled dataset, against the committed baseline"):
         out = run(
             [

@@ -34,6 +34,7 @@ HEAVY = (
     "openai",
     "pydantic",
     "pydantic_settings",
+    "shtab",
     "slack_bolt",
     "slack_sdk",
 )
