@@ -1,11 +1,11 @@
 # Two entry points: `make demo` (set up + index the bundled samples + example searches)
-# and `make test` (set up + lint + tests). Both create ./.venv on first use.
+# and `make test` (set up + lint + tests + wheel check). Both create ./.venv on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_ENV := CHROMADB_PERSIST_DIR=.tmp/demo/chroma_db BM25_PERSIST_DIR=.tmp/demo/bm25_index
 
-.PHONY: setup demo test lint format bench clean
+.PHONY: setup demo test lint format wheel-check bench clean
 
 setup: $(VENV)/.installed
 
@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(DEMO_ENV) $(BIN)/rag index samples
+	$(DEMO_ENV) $(BIN)/rag index rag_app/data/samples
 	$(DEMO_ENV) $(BIN)/rag search "りゅうおう"
 	$(DEMO_ENV) $(BIN)/rag search "スライムの攻撃力"
 	$(DEMO_ENV) $(BIN)/rag search "how do I run several coroutines at once?"
@@ -34,6 +34,11 @@ format: setup
 
 test: lint
 	$(BIN)/python -m pytest -q
+	$(BIN)/python scripts/wheel_check.py
+
+# Build the wheel, install it into a clean venv (offline) and use it outside the repository.
+wheel-check: setup
+	$(BIN)/python scripts/wheel_check.py
 
 bench: setup
 	$(BIN)/python bench/search_latency.py

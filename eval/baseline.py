@@ -15,13 +15,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eval.defaults import DEFAULT_REGRESSION_THRESHOLD
 from eval.metrics import METRIC_NAMES
 from eval.report import EvaluationReport, metric_label
 from rag_app.errors import RAGError
 
 BASELINE_FORMAT = "rag-eval-baseline"
 BASELINE_FORMAT_VERSION = 1
-DEFAULT_REGRESSION_THRESHOLD = 0.1
 GUARDED_METRICS: tuple[str, ...] = ("f1", "ndcg", "mrr")
 """A drop in any of these larger than the threshold is a regression (F1 first, per spec)."""
 

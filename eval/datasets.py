@@ -3,8 +3,8 @@
 Two formats are read:
 
 - the spec's JSON files: `{"queries": [{"id", "query", "expected_sources", ...}]}`
-  (`tests/fixtures/rag_evaluation_dataset.json`) and
-  `{"documents": [{"source", "title", "text"}]}` (`tests/fixtures/rag_test_documents.json`);
+  (`eval/data/rag_evaluation_dataset.json`) and
+  `{"documents": [{"source", "title", "text"}]}` (`eval/data/rag_test_documents.json`);
 - a JSONL passage-retrieval pair such as the JSQuAD conversion: `corpus.jsonl`
   (`{"id", "title", "text"}`, the id is the source) and `queries.jsonl`
   (`{"id", "query", "relevant": [ids], "answers": [...]}`).

@@ -21,7 +21,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import PrivateAttr
 
-DEFAULT_CACHE_FILE = Path(".tmp") / "embedding-cache.sqlite"
+from eval.defaults import DEFAULT_CACHE_FILE
 
 
 def cache_key(model: str, kind: str, text: str) -> str:

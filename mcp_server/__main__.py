@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcp_server.logs import configure_logging
+from rag_app.console import VersionAction, guarded
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -16,21 +17,12 @@ DEFAULT_PORT = 8765
 logger = logging.getLogger("mcp_server")
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("rag-knowledge")
-    except PackageNotFoundError:
-        return "0"
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="rag-mcp",
         description="Serve the RAG knowledge base as an MCP server (tools: rag_search, "
         "rag_add, rag_crawl, rag_delete, rag_stats). Settings come from the environment "
-        "and .env (see .env.example).",
+        "and .env (`python -m rag_app.data env.example` lists every setting).",
     )
     parser.add_argument(
         "--transport",
@@ -44,7 +36,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})"
     )
-    parser.add_argument("--version", action="version", version=f"rag-mcp {_version()}")
+    parser.add_argument("--version", action=VersionAction)
     parser.add_argument(
         "--log-level",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
@@ -55,10 +47,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point of the `rag-mcp` console script."""
+    """Entry point of the `rag-mcp` console script (Ctrl-C: exit 130, no traceback)."""
     args = parse_args(argv)
     configure_logging(args.log_level)
+    raise SystemExit(guarded(lambda: _serve(args)))
 
+
+def _serve(args: argparse.Namespace) -> None:
+    """Load the settings, build the server and run it until the client goes away."""
     from rag_app.config import SettingsError, load_settings
 
     try:
@@ -70,13 +66,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     from mcp_server.server import build_server
 
     server = build_server(settings, log_level=args.log_level)
-    try:
-        if args.transport == "stdio":
-            server.run("stdio")
-        else:
-            _serve_http(server, args.host, args.port, settings, args.log_level)
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        _serve_http(server, args.host, args.port, settings, args.log_level)
 
 
 def _serve_http(server: Any, host: str, port: int, settings: Any, log_level: str) -> None:

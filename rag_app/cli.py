@@ -8,20 +8,23 @@ starts on first use; nothing heavy is imported before the arguments are read.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rag_app.config import RAGSettings, SettingsError, load_settings
+from rag_app.completion import SHELLS
+from rag_app.console import VersionAction, guarded
 from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.limits import MAX_CRAWL_PAGES
-from rag_app.results import SEARCH_MODES, CrawlSummary, Hit, RefreshSummary, RetrievalResult
+from rag_app.results import SEARCH_MODES, CrawlSummary, RefreshSummary
+
+if TYPE_CHECKING:  # settings (pydantic) and asyncio are imported after the arguments are read
+    from rag_app.config import RAGSettings
+    from rag_app.results import Hit, RetrievalResult
 
 KnowledgeBase = Any  # a StoreClient (or an in-process KnowledgeBase): the same methods
 
@@ -148,6 +151,8 @@ async def _follow_job(
     kb: KnowledgeBase, job: dict[str, Any], desc: str, unit: str
 ) -> dict[str, Any]:
     """Wait for a job with a progress bar; Ctrl-C cancels the job (committed work stays)."""
+    import asyncio
+
     update, close = _progress_bar(desc, unit)
     try:
         return await kb.wait_job(job["id"], progress=update)
@@ -346,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rag", description="Knowledge base: index, crawl and search web pages and documents."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log INFO messages")
-    parser.add_argument("--version", action="version", version=f"rag {_version()}")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(
@@ -424,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("service", help="the background process that owns the store")
     p.add_argument("action", choices=("status", "stop", "run"), help="run: in the foreground")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("completion", help="print a shell completion script (see README)")
+    p.add_argument("shell", choices=SHELLS)
     return parser
 
 
@@ -434,6 +442,8 @@ def _configure_logging(verbose: bool, debug: bool) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from rag_app.config import load_settings
+
     settings = load_settings()
     _configure_logging(args.verbose, settings.rag_debug_log_enabled)
     if args.command == "service":
@@ -447,19 +457,20 @@ async def _run(args: argparse.Namespace) -> int:
         await kb.aclose()
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("rag-knowledge")
-    except PackageNotFoundError:
-        return "0"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `rag`; errors are one line on stderr and a non-zero exit
     (0 ok, 1 error, 2 usage, 3 partial failure, 130 interrupted)."""
-    args = build_parser().parse_args(argv)
+    return guarded(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "completion":
+        from rag_app.completion import completion_script
+
+        print(completion_script(parser, args.shell), end="")
+        return 0
     if getattr(args, "query", None) is not None and not args.query.strip():
         print("error: the query is empty; type what you are looking for.", file=sys.stderr)
         return 2
@@ -472,18 +483,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except RAGError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
+    import asyncio
+
+    from rag_app.config import SettingsError
+
     try:
         return asyncio.run(_run(args))
     except (RAGError, SettingsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # `rag search … | head`: the reader left; say nothing
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ class RAGSettings(BaseSettings):
     )  # fmt: skip
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
-        """`NAME=` (as .env.example documents for optional settings) means "not set"."""
+        """`NAME=` (as env.example documents for optional settings) means "not set"."""
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("rag_collection_name")

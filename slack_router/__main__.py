@@ -1,13 +1,12 @@
 """`rag-slack`: run the Slack bot over Socket Mode.
 
 Configuration errors (missing tokens, broken MCP config) are one line on stderr and
-exit code 2; Slack rejecting the tokens is one line and exit code 1.
+exit code 2; Slack rejecting the tokens is one line and exit code 1; Ctrl-C exits 130.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -36,6 +35,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--version", action="version", version=f"rag-slack {_version()}")
     parser.parse_args(argv)
+    try:
+        _run()
+    except KeyboardInterrupt:  # no traceback, also while the heavy imports below load
+        print("rag-slack: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _run() -> None:
+    """Load the settings, connect to Slack and serve until stopped."""
+    import asyncio
+
     from slack_sdk.errors import SlackApiError
 
     from slack_router.bot import build_mcp, check_tokens, run_bot
@@ -54,8 +64,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     try:
         asyncio.run(run_bot(settings, mcp))
-    except KeyboardInterrupt:
-        pass
     except SlackApiError as err:
         code = err.response.get("error", "unknown_error") if err.response else "unknown_error"
         _fail(

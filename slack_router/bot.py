@@ -10,6 +10,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from slack_router.app import build_app
 from slack_router.chat import SEARCH_TOOL, ChatResponder
+from slack_router.mcp_config import config_path
 from slack_router.mcp_manager import MCPManager
 from slack_router.rag_handler import RagCommandHandler
 from slack_router.router import MessageRouter
@@ -43,7 +44,7 @@ def build_mcp(settings: SlackSettings) -> MCPManager | None:
         logger.info("MCP_ENABLED is false: rag commands are disabled, chat runs without search")
         return None
     return MCPManager.from_config_file(
-        settings.mcp_servers_config,
+        config_path(settings.mcp_servers_config),
         start_timeout=settings.mcp_start_timeout_sec,
         tool_timeout=settings.mcp_tool_timeout_sec,
     )

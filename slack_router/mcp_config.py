@@ -1,5 +1,8 @@
 """The MCP client configuration file (`config/mcp_servers.json`).
 
+When that default file is absent from the working folder, the example bundled in the
+package is used (`rag-mcp` over stdio), so an installed bot works without the repository.
+
 Format (spec 000): `{"mcpServers": {"rag": {"transport": "stdio", "command": "rag-mcp",
 "args": [], "env": {}}}}`; a streamable-HTTP entry has `"transport": "streamable-http"`
 and `"url"`. A broken file is one clear error; a broken entry is logged and skipped so
@@ -17,7 +20,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from slack_router.settings import DEFAULT_MCP_SERVERS_CONFIG
+
 logger = logging.getLogger(__name__)
+EXAMPLE_CONFIG = "mcp_servers.json"
 
 Transport = Literal["stdio", "streamable-http", "http"]
 
@@ -74,6 +80,23 @@ def parse_servers(data: object, source: str = "MCP config") -> list[ServerConfig
             reason = str(err.errors()[0].get("msg", "invalid entry")).removeprefix("Value error, ")
             logger.error("MCP server %r in %s is invalid (%s); skipped", name, source, reason)
     return servers
+
+
+def example_config_path() -> Path:
+    """The bundled example configuration (found through importlib.resources)."""
+    from importlib.resources import files
+
+    return Path(str(files("slack_router.data").joinpath(EXAMPLE_CONFIG)))
+
+
+def config_path(configured: str) -> Path:
+    """The file to read: the configured one, or the bundled example when the default
+    `config/mcp_servers.json` is not in the working folder."""
+    path = Path(configured)
+    if configured == DEFAULT_MCP_SERVERS_CONFIG and not path.exists():
+        logger.info("%s not found; using the bundled example (rag-mcp over stdio)", configured)
+        return example_config_path()
+    return path
 
 
 def load_servers(path: str | Path) -> list[ServerConfig]:

@@ -18,9 +18,11 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
 from rag_app.config import RAGSettings, load_settings
+from rag_app.data import SAMPLES as SAMPLES_NAME
+from rag_app.data import data_path
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLES = REPO / "samples"
+SAMPLES = data_path(SAMPLES_NAME)
 
 _SETTING_VARS = (
     "EMBEDDING_PROVIDER",

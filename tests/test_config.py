@@ -51,9 +51,10 @@ def test_env_example_lists_every_setting() -> None:
     import re
 
     from rag_app.config import RAGSettings
+    from rag_app.data import ENV_EXAMPLE, data_path
     from slack_router.settings import SlackSettings
 
-    example = (Path(__file__).resolve().parent.parent / ".env.example").read_text()
+    example = data_path(ENV_EXAMPLE).read_text()
     listed = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", example, flags=re.MULTILINE))
     fields = {*RAGSettings.model_fields, *SlackSettings.model_fields}
     assert listed == {name.upper() for name in fields}

@@ -20,6 +20,8 @@ import rag_app.ingest_transforms as ingest_transforms
 from eval.baseline import load_baseline
 from eval.candidates import cc_ranker, fetch_candidates, rrf_ranker
 from eval.cli import main, run
+from eval.data import DOCUMENTS as DOCUMENTS_NAME
+from eval.data import QUESTIONS, data_path
 from eval.datasets import EvalQuery, load_spec_dataset, load_spec_documents
 from eval.embedding_cache import CachedEmbedding
 from eval.knowledge_builder import build_knowledge_base, eval_settings
@@ -27,10 +29,9 @@ from rag_app.config import load_settings
 from rag_app.index.fusion import FusedScore, fuse
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO / "tests" / "fixtures"
-DATASET = FIXTURES / "rag_evaluation_dataset.json"
-DOCUMENTS = FIXTURES / "rag_test_documents.json"
-BASELINE = FIXTURES / "rag" / "baseline.json"
+DATASET = data_path(QUESTIONS)
+DOCUMENTS = data_path(DOCUMENTS_NAME)
+BASELINE = REPO / "tests" / "fixtures" / "rag" / "baseline.json"
 _ENV_VARS = ("EMBEDDING_PROVIDER", "CHROMA_HOST", "RAG_VECTOR_WEIGHT", "RAG_BM25_K1", "RAG_BM25_B")
 
 
@@ -72,14 +73,13 @@ def _defaults_args() -> list[str]:
     ]
 
 
-def _evaluate(persist_dir: Path, out: Path, *extra: str) -> list[str]:
+def _evaluate(persist_dir: Path, out: Path, *extra: str, bundled: bool = False) -> list[str]:
+    """`evaluate` argv; `bundled`: leave the dataset and documents to the defaults."""
+    data = [] if bundled else ["--dataset", str(DATASET), "--fixture", str(DOCUMENTS)]
     return [
         "evaluate",
         *_defaults_args(),
-        "--dataset",
-        str(DATASET),
-        "--fixture",
-        str(DOCUMENTS),
+        *data,
         "--persist-dir",
         str(persist_dir),
         "--output-dir",
@@ -102,8 +102,10 @@ def test_defaults_pass_the_committed_baseline(
     persist_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "report"
-    argv = _evaluate(persist_dir, out, "--baseline-file", str(BASELINE), "--fail-on-regression")
-    assert _exit_code(argv) == 0
+    argv = _evaluate(
+        persist_dir, out, "--baseline-file", str(BASELINE), "--fail-on-regression", bundled=True
+    )
+    assert _exit_code(argv) == 0  # from a temporary working folder: the bundled data
     printed = capsys.readouterr()
     assert "no regression" in printed.out
     assert "13 reused" in printed.err  # the module's knowledge base was reused, not rebuilt
@@ -111,7 +113,8 @@ def test_defaults_pass_the_committed_baseline(
     assert report["summary"]["queries"] == len(load_spec_dataset(DATASET))
     assert report["baseline_comparison"]["regressed"] is False
     assert report["metrics"]["mrr"] >= 0.9
-    assert report["config"]["dataset"] == "tests/fixtures/rag_evaluation_dataset.json"
+    assert report["config"]["dataset"] == "eval/data/rag_evaluation_dataset.json"
+    assert report["config"]["extra"]["documents"] == "eval/data/rag_test_documents.json"
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert "## Baseline comparison" in markdown and "りゅうおう" in markdown
 
@@ -120,7 +123,7 @@ def test_committed_baseline_matches_the_fixture() -> None:
     baseline = load_baseline(BASELINE)
     queries = {q.id for q in load_spec_dataset(DATASET)}
     assert set(baseline.hits) <= queries
-    assert baseline.config["dataset"] == "tests/fixtures/rag_evaluation_dataset.json"
+    assert baseline.config["dataset"] == "eval/data/rag_evaluation_dataset.json"
     assert baseline.metrics["ndcg"] >= 0.9 and baseline.metrics["mrr"] >= 0.9
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from eval.data import DOCUMENTS as DOCUMENTS_NAME
+from eval.data import QUESTIONS, data_path
 from eval.datasets import (
     JSQUAD_DIR_ENV,
     DatasetError,
@@ -20,9 +22,8 @@ from eval.datasets import (
 )
 from rag_app.errors import RAGError
 
-FIXTURES = Path(__file__).parent / "fixtures"
-DATASET = FIXTURES / "rag_evaluation_dataset.json"
-DOCUMENTS = FIXTURES / "rag_test_documents.json"
+DATASET = data_path(QUESTIONS)
+DOCUMENTS = data_path(DOCUMENTS_NAME)
 STATS_PAGE = "https://example.com/docs/game/monster-stats"
 
 

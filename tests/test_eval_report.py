@@ -45,7 +45,7 @@ def _row(
 
 def _config(**overrides: object) -> EvaluationConfig:
     values: dict[str, object] = {
-        "dataset": "tests/fixtures/rag_evaluation_dataset.json",
+        "dataset": "eval/data/rag_evaluation_dataset.json",
         "n_results": 3,
         "k": 3,
         "chunk_size": 200,

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 
+from eval.data import QUESTIONS, data_path
 from eval.datasets import EvalQuery, load_spec_dataset
 from eval.report import EvaluationConfig
 from eval.runner import evaluate_queries
 from rag_app.errors import EmptyQueryError
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 class FakeRetriever:
@@ -75,7 +73,7 @@ async def test_runner_defaults_k_to_n_results() -> None:
 
 
 async def test_runner_over_the_fixture_dataset_with_an_oracle() -> None:
-    queries = load_spec_dataset(FIXTURES / "rag_evaluation_dataset.json")
+    queries = load_spec_dataset(data_path(QUESTIONS))
     oracle = FakeRetriever({q.query: q.expected_sources for q in queries})
     report = await evaluate_queries(oracle, queries, n_results=5)
     assert report.metrics["f1"] == 1.0

@@ -147,6 +147,17 @@ def test_main_with_missing_mcp_config_exits_2(
     assert len(err.splitlines()) == 1 and "nope.json not found" in err
 
 
+def test_missing_default_config_uses_the_bundled_example(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_ENABLED", "true")
+    settings = load_slack_settings()
+    assert not (clean_env / settings.mcp_servers_config).exists()
+    manager = build_mcp(settings)
+    assert manager is not None
+    assert [conn.config.name for conn in manager._connections] == ["rag"]
+
+
 def test_invalid_setting_is_one_line(
     clean_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from slack_router.mcp_config import MCPConfigError, load_servers, parse_servers
+from slack_router.mcp_config import (
+    MCPConfigError,
+    example_config_path,
+    load_servers,
+    parse_servers,
+)
 from slack_router.mcp_manager import MCPManager, MCPToolNotFoundError, ToolResult
 
-REPO = Path(__file__).resolve().parent.parent
 RAG_TOOLS = {"rag_search", "rag_add", "rag_crawl", "rag_delete", "rag_stats"}
 
 
@@ -28,7 +32,7 @@ def _write_config(path: Path, servers: dict[str, object]) -> Path:
 
 
 def test_example_config_registers_rag_over_stdio() -> None:
-    (server,) = load_servers(REPO / "config" / "mcp_servers.json")
+    (server,) = load_servers(example_config_path())
     assert (server.name, server.transport, server.command) == ("rag", "stdio", "rag-mcp")
     assert server.args == [] and server.env == {}
 

@@ -1,4 +1,4 @@
-"""Settings: every value `.env.example` documents is accepted; nonsense is one line."""
+"""Settings: every value the example settings document is accepted; nonsense is one line."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 from rag_app.config import SettingsError, load_settings
+from rag_app.data import ENV_EXAMPLE, data_path
 from tests.processes import RAG, full_env
 
-EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"
+EXAMPLE = data_path(ENV_EXAMPLE)
 LINE = re.compile(r"^#?\s*([A-Z][A-Z0-9_]+)=(.*)$")
 
 
 def documented() -> list[tuple[str, str]]:
-    """Every NAME=value of .env.example, commented-out ones included."""
+    """Every NAME=value of the example settings, commented-out ones included."""
     out = []
     for raw in EXAMPLE.read_text(encoding="utf-8").splitlines():
         match = LINE.match(raw.strip())

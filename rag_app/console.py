@@ -1,0 +1,55 @@
+"""How every console command ends: its version string, Ctrl-C and a closed pipe.
+
+Imports nothing heavy, so a command's `--help` and `--version` stay fast. Every
+command exits 130 when interrupted; the other codes are each command's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+EXIT_INTERRUPTED = 130
+
+
+def package_version() -> str:
+    """The installed distribution's version ("0" when run from a bare source tree)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rag-knowledge")
+    except PackageNotFoundError:
+        return "0"
+
+
+class VersionAction(argparse.Action):
+    """`--version` printing "PROG VERSION"; the version is read only when asked, since
+    importlib.metadata alone would cost `--help` ~25 ms."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: Any):
+        kw.setdefault("help", "show the version and exit")
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kw: Any) -> None:
+        print(f"{parser.prog} {package_version()}")
+        parser.exit()
+
+
+def guarded(body: Callable[[], int | None]) -> int:
+    """Run a command's body and return its exit code, without a traceback when the
+    user presses Ctrl-C (exit 130) or the reader of stdout goes away (`| head`, exit 0)."""
+    try:
+        try:
+            return body() or 0
+        finally:
+            sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the final flush at exit says nothing
+        return 0
