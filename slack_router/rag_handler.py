@@ -106,7 +106,7 @@ class RagCommandHandler:
         if command.action == "crawl":
             args: dict[str, Any] = {"url": command.url, "pattern": command.pattern}
             definition = self._mcp.get_tool(tool)
-            if definition is not None and "wait" in definition.inputSchema.get("properties", {}):
+            if definition is not None and "wait" in definition.input_schema.get("properties", {}):
                 args["wait"] = True  # the thread gets the summary, as the specification says
             return await self._mcp.call_tool(
                 tool, args, progress_callback=_log_progress(command.url)

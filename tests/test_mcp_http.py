@@ -76,7 +76,9 @@ async def test_streamable_http_lists_tools_and_answers_stats(
         "rag_add",
         "rag_crawl",
         "rag_delete",
+        "rag_jobs",
         "rag_read",
+        "rag_refresh",
         "rag_search",
         "rag_stats",
     ]

@@ -84,7 +84,10 @@ async def test_crawl_posts_start_then_summary_in_thread(
     ]
     _assert_all_in_thread(slack, TS)
     assert mcp_calls() == [
-        {"tool": "rag_crawl", "args": {"url": "https://example.com/docs", "pattern": "\\.html$"}}
+        {
+            "tool": "rag_crawl",
+            "args": {"url": "https://example.com/docs", "pattern": "\\.html$", "wait": True},
+        }
     ]
 
 
