@@ -513,6 +513,7 @@ class KnowledgeBase:
             progress=progress,
             workers=self.settings.rag_crawl_concurrency,
             summary=summary,
+            digest=self._page_digest,
         )
         summary = await crawl.run(start)
         logger.info(
@@ -525,6 +526,11 @@ class KnowledgeBase:
             summary.duplicates,
         )
         return summary
+
+    def _page_digest(self, page: CrawledPage) -> str:
+        """The digest `ingest_text` will store for a page (same text and title → same)."""
+        title = shorten(page.title, MAX_TITLE_CHARS)
+        return content_hash(title, page.text, self.settings.rag_embed_context)
 
     def plan_crawl(
         self, url: str, pattern: str, options: CrawlOptions | None, *, prune: bool = False

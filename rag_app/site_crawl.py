@@ -55,6 +55,7 @@ class SiteCrawl:
         progress: Progress | None = None,
         workers: int = 4,
         summary: CrawlSummary | None = None,
+        digest: Callable[[CrawledPage], str] | None = None,
     ) -> None:
         self.crawler = crawler
         self.scope = scope
@@ -66,7 +67,14 @@ class SiteCrawl:
         self._workers = max(1, workers)
         self.summary = summary if summary is not None else CrawlSummary()
         self._seen: set[str] = set()
-        self._hashes: set[str] = set()
+        self._digest = digest or (lambda page: page.content_hash)
+        self._hashes: dict[str, str] = {}
+        """Stored text's digest → its URL: the same text under a second URL is a duplicate,
+        within this crawl and against pages stored by an earlier one."""
+        if digest is not None:
+            for source, record in known.items():
+                if record.kind == "web" and record.content_hash and scope.admits(source):
+                    self._hashes.setdefault(record.content_hash, source)
         self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         self._scheduled = 0
         self._done = 0
@@ -233,9 +241,10 @@ class SiteCrawl:
                     return None
                 self._seen.add(key)
                 page = dataclasses.replace(page, url=canonical)
-        if page.content_hash in self._hashes:
+        digest = self._digest(page)
+        owner = self._hashes.setdefault(digest, page.url)
+        if page_key(owner) != page_key(page.url):
             return None
-        self._hashes.add(page.content_hash)
         return page
 
     async def _fetch_failed(self, url: str, old: SourceRecord | None, err: RAGError) -> None:

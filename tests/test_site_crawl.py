@@ -253,6 +253,15 @@ async def test_sitemap_crawl_gets_every_listed_page_in_scope(
     assert summary.out_of_scope == 1 and summary.errors == 0
     assert "/docs/missing.html" not in page_requests(site)  # links are not followed at depth 1
 
+    # copy.html repeats the stored functions.html: listed first, it is still not stored twice
+    urlset = f"<url><loc>{site.url('/docs/api/copy.html')}</loc></url>" + urlset
+    (site.root / "sitemap-docs.xml.gz").write_bytes(
+        gzip.compress(f"<urlset>{urlset}</urlset>".encode())
+    )
+    again = await kb.ingest_from_index(site.url("/docs/"), options=CrawlOptions(sitemap=True))
+    assert again.duplicates == 1 and again.unchanged == len(IN_SCOPE), again
+    assert stored_paths((await kb.stats()).sources, site) == IN_SCOPE_KEYS
+
 
 async def test_sitemap_missing_is_one_clear_error(kb: KnowledgeBase, site: StaticSite) -> None:
     with pytest.raises(CrawlError, match=r"No sitemap could be read .* 404"):
