@@ -29,7 +29,7 @@ from rag_app import source_scope
 from rag_app.background import in_ingest_lane
 from rag_app.config import RETRIEVAL_SETTINGS, RAGSettings, get_settings
 from rag_app.crawl.crawler import WebCrawler, no_text_error
-from rag_app.crawl.pages import CrawledPage, NotModified, utc_now_iso
+from rag_app.crawl.pages import CrawledPage, utc_now_iso
 from rag_app.crawl.scope import CrawlScope
 from rag_app.crawl_options import CrawlOptions
 from rag_app.documents import DocumentLimits
@@ -42,6 +42,7 @@ from rag_app.errors import (
     StoreUnavailableError,
     UnknownSourceError,
 )
+from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web
 from rag_app.index.bm25_index import BM25Index, FieldWeights
 from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
@@ -57,7 +58,7 @@ from rag_app.limits import (
     MAX_TITLE_CHARS,
     shorten,
 )
-from rag_app.local_files import read_local_document, scan_dir
+from rag_app.local_files import scan_dir
 from rag_app.owner_lock import StoreOwnerLock
 from rag_app.parsing.metadata_modes import ApplyMetadataModes
 from rag_app.parsing.router import StructuredNodeParser
@@ -127,22 +128,6 @@ def _consume_outcome(task: asyncio.Future[Any]) -> None:
     "never retrieved" (a failure is logged; the caller, if still there, gets it too)."""
     if not task.cancelled() and task.exception() is not None:
         logger.info("A store write failed: %s", task.exception())
-
-
-def _is_gone(err: Exception) -> bool:
-    """The server says the page no longer exists (HTTP 404/410)."""
-    return getattr(err, "status", None) in (404, 410)
-
-
-async def _fetch_conditional(
-    crawler: WebCrawler, url: str, old: SourceRecord | None
-) -> CrawledPage | NotModified:
-    """Fetch a page, sending the stored ETag/Last-Modified so an unchanged page is a 304."""
-    return await crawler.crawl_page(
-        url,
-        etag=(old.etag or None) if old else None,
-        last_modified=(old.last_modified or None) if old else None,
-    )
 
 
 def _embedding_dimension(model: BaseEmbedding) -> int:
@@ -446,39 +431,37 @@ class KnowledgeBase:
         crawler = self.crawler()
         normalized = crawler.validate_url(url)
         old = await asyncio.to_thread(self.store.get_source, normalized)
-        try:
-            outcome = await _fetch_conditional(crawler, normalized, old)
-        except CrawlError as err:
-            if prune and old is not None and _is_gone(err):
+        outcome = await fetch_web(crawler, normalized, old)
+        if isinstance(outcome, Gone):
+            if prune and old is not None:
                 await self.delete_source(normalized)
-                raise CrawlError(f"{err} The stored copy was removed (--prune).") from err
-            raise
-        return await self._ingest_outcome(outcome, old)
+                raise CrawlError(f"{outcome.reason} The stored copy was removed (--prune).")
+            raise outcome.error or CrawlError(outcome.reason)
+        return await self._apply(outcome, old)
 
-    async def _ingest_outcome(
+    async def _apply(
         self,
-        outcome: CrawledPage | NotModified,
+        outcome: Fetched | NotModified,
         old: SourceRecord | None,
         on_commit: Callable[[IngestResult], object] | None = None,
     ) -> IngestResult:
+        """Store what a fetch yielded (see `rag_app.fetching`): new content is ingested
+        (only changed chunks embedded), a not-modified source is kept as it is."""
         if isinstance(outcome, NotModified):
             chunks = old.chunk_count if old else 0
-            same = IngestResult(source=outcome.url, chunks=chunks, unchanged=True)
+            same = IngestResult(source=outcome.source, chunks=chunks, unchanged=True)
             if on_commit is not None:
                 on_commit(same)
             return same
-        if not outcome.text.strip():
-            raise no_text_error(outcome.url)
+        if outcome.kind == "web" and not outcome.text.strip():
+            raise no_text_error(outcome.source)
         return await self.ingest_text(
-            outcome.url,
+            outcome.source,
             outcome.text,
             title=outcome.title,
-            kind="web",
-            metadata={"crawled_at": outcome.crawled_at},
-            record_fields={
-                "etag": outcome.etag or "",
-                "last_modified": outcome.last_modified or "",
-            },
+            kind=outcome.kind,
+            metadata=outcome.metadata,
+            record_fields=outcome.record_fields,
             on_commit=on_commit,
         )
 
@@ -508,7 +491,7 @@ class KnowledgeBase:
             scope,
             options,
             known=known,
-            ingest=self._ingest_outcome,
+            ingest=self._apply,
             remove=self.delete_source,
             progress=progress,
             workers=self.settings.rag_crawl_concurrency,
@@ -642,15 +625,15 @@ class KnowledgeBase:
     ) -> None:
         url = record.source
         try:
-            outcome = await _fetch_conditional(crawler, url, record)
-            result = await self._ingest_outcome(outcome, record)
-        except RAGError as err:
-            if _is_gone(err):
+            outcome = await fetch_web(crawler, url, record)
+            if isinstance(outcome, Gone):
                 with contextlib.suppress(UnknownSourceError):
                     await self.delete_source(url)
                 summary.removed += 1
                 summary.removed_urls.append(url)
                 return
+            result = await self._apply(outcome, record)
+        except RAGError as err:
             summary.errors += 1
             summary.error_details.append({"url": url, "reason": str(err)})
             return
@@ -694,18 +677,14 @@ class KnowledgeBase:
         limits = DocumentLimits.from_settings(self.settings)
         total = len(files)
         for done, file in enumerate(files, start=1):
-            uri = file.as_uri()
-            old = known.pop(uri, None)
+            old = known.pop(file.as_uri(), None)
             try:
-                mtime = file.stat().st_mtime
-                if old is not None and old.mtime == mtime:
-                    summary.unchanged += 1
-                    summary.chunks += old.chunk_count
+                outcome = await fetch_file(file, old, limits)
+                if isinstance(outcome, Gone):  # deleted since the folder was listed
+                    if old is not None:
+                        known[old.source] = old  # pruned below with the other gone files
                 else:
-                    title, text = await in_ingest_lane(read_local_document, file, limits=limits)
-                    result = await self.ingest_text(
-                        uri, text, title=title, kind="file", record_fields={"mtime": mtime}
-                    )
+                    result = await self._apply(outcome, old)
                     summary.chunks += result.chunks
                     if result.unchanged:
                         summary.unchanged += 1

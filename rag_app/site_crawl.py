@@ -18,11 +18,13 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from rag_app.crawl.crawler import WebCrawler
-from rag_app.crawl.pages import CrawledPage, NotModified
+from rag_app.crawl.pages import CrawledPage
+from rag_app.crawl.pages import NotModified as PageNotModified
 from rag_app.crawl.scope import CrawlScope, OutOfScope, page_key
 from rag_app.crawl.url_safety import parse_url
 from rag_app.crawl_options import CrawlOptions
 from rag_app.errors import CrawlError, RAGError, UrlRefusedError
+from rag_app.fetching import Fetched, NotModified, from_page
 from rag_app.index.chroma_store import SourceRecord
 from rag_app.results import CrawlSummary, IngestResult
 
@@ -33,9 +35,7 @@ MAX_SITEMAP_FILES = 100
 MAX_SITEMAP_NESTING = 3
 
 Committed = Callable[[IngestResult], object]
-Ingest = Callable[
-    [CrawledPage | NotModified, SourceRecord | None, Committed], Awaitable[IngestResult]
-]
+Ingest = Callable[[Fetched | NotModified, SourceRecord | None, Committed], Awaitable[IngestResult]]
 Remove = Callable[[str], Awaitable[int]]
 Progress = Callable[[int, int], object]
 
@@ -67,6 +67,9 @@ class SiteCrawl:
         self._workers = max(1, workers)
         self.summary = summary if summary is not None else CrawlSummary()
         self._seen: set[str] = set()
+        self._spelling = {page_key(source): source for source in known}
+        """A stored page's key → the URL it is stored under, so a re-crawl that meets it
+        spelled another way (`/guide/` vs `/guide/index.html`) updates it in place."""
         self._digest = digest or (lambda page: page.content_hash)
         self._hashes: dict[str, str] = {}
         """Stored text's digest → its URL: the same text under a second URL is a duplicate,
@@ -100,7 +103,7 @@ class SiteCrawl:
             self._seen.add(page_key(start))
             self._scheduled = 1
             self._notify()
-            await self._visit(start, 0)
+            await self._visit(self._spelling.get(page_key(start), start), 0)
             self._done = 1
         self._notify()
         tasks = [asyncio.create_task(self._worker()) for _ in range(self._workers)]
@@ -157,7 +160,7 @@ class SiteCrawl:
             return
         self._seen.add(key)
         self._scheduled += 1
-        self._queue.put_nowait((url, depth))
+        self._queue.put_nowait((self._spelling.get(key, url), depth))
 
     def _out_of_scope(self, url: str) -> bool:
         reason = self.scope.check(url)
@@ -196,9 +199,11 @@ class SiteCrawl:
                 raise  # the start page itself: the crawl cannot begin
             await self._fetch_failed(url, old, err)
             return
-        if depth == 0 and isinstance(outcome, CrawledPage):
-            self.scope = self.scope.rebased(outcome.final_url or url)
-        if isinstance(outcome, CrawledPage):
+        if isinstance(outcome, PageNotModified):
+            fetched: Fetched | NotModified = NotModified(url)
+        else:
+            if depth == 0:
+                self.scope = self.scope.rebased(outcome.final_url or url)
             page = self._deduplicated(outcome)
             if page is None:
                 self.summary.duplicates += 1
@@ -209,9 +214,9 @@ class SiteCrawl:
             if "noindex" in page.robots:
                 self.summary.filtered += 1
                 return
-            outcome, old = page, self.known.get(page.url, old)
+            fetched, old = from_page(page), self.known.get(page.url, old)
         try:
-            await self._ingest(outcome, old, self._committed)
+            await self._ingest(fetched, old, self._committed)
         except RAGError as err:
             self._fail(url, str(err))
 
@@ -240,7 +245,7 @@ class SiteCrawl:
                 if key in self._seen:
                     return None
                 self._seen.add(key)
-                page = dataclasses.replace(page, url=canonical)
+                page = dataclasses.replace(page, url=self._spelling.get(key, canonical))
         digest = self._digest(page)
         owner = self._hashes.setdefault(digest, page.url)
         if page_key(owner) != page_key(page.url):

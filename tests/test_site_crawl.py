@@ -208,6 +208,18 @@ async def test_recursive_crawl_takes_every_page_in_scope_once(
     assert not any(p.startswith(("/outside", "/docs/_static")) for p in fetched)
 
 
+async def test_a_recrawl_spelled_otherwise_updates_the_stored_pages_in_place(
+    kb: KnowledgeBase, site: StaticSite, counting_embed: CountingEmbedding
+) -> None:
+    options = CrawlOptions(max_depth=10, exclude="/_static/")
+    await kb.ingest_from_index(site.url("/docs/"), options=options)
+    before = sorted((await kb.stats()).sources)
+    embedded = counting_embed.texts
+    again = await kb.ingest_from_index(site.url("/docs/index.html"), options=options)
+    assert sorted((await kb.stats()).sources) == before
+    assert again.unchanged == len(IN_SCOPE) and counting_embed.texts == embedded, again
+
+
 async def test_depth_and_page_limits(kb: KnowledgeBase, site: StaticSite) -> None:
     summary = await kb.ingest_from_index(site.url("/docs/"), options=CrawlOptions(max_depth=2))
     stored = stored_paths((await kb.stats()).sources, site)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rag_app.crawl.scope import page_key
-from tests.processes import rag, rag_json, rag_mcp, store_env, text_of
+from tests.processes import rag, rag_async, rag_json, rag_mcp, store_env, text_of
 from tests.static_site import StaticSite, serve_folder
 from tests.test_site_crawl import IN_SCOPE, docs_site
 
@@ -108,5 +109,26 @@ async def test_rag_crawl_job_over_stdio_is_seen_and_cancelled_by_other_clients(
         assert state["result"]["pages_crawled"] == len(kept)
         check = rag(env, "check")
         assert check.returncode == 0 and check.stdout.startswith("consistent"), check.stdout
+    finally:
+        rag(env, "service", "stop")
+
+
+def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
+    tmp_path: Path, site: StaticSite
+) -> None:
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.5")
+    try:
+        crawl = rag_async(env, "crawl", site.url("/docs/"), "--max-depth", "10", "-x", "_static")
+        deadline = time.monotonic() + 60
+        while not [j for j in rag_json(env, "jobs") if j["result"].get("pages_crawled")]:
+            assert time.monotonic() < deadline and crawl.poll() is None
+            time.sleep(0.2)
+        crawl.send_signal(signal.SIGINT)
+        _out, err = crawl.communicate(timeout=10)
+        assert crawl.returncode == 130 and "Traceback" not in err, err
+        job = rag_json(env, "jobs")[0]
+        assert job["state"] == "cancelled", job
+        kept = stored_keys(env, site)
+        assert 1 <= len(kept) < len(EXPECTED) and job["result"]["pages_crawled"] == len(kept)
     finally:
         rag(env, "service", "stop")

@@ -1,0 +1,132 @@
+"""One fetch contract for web pages and local files: fetched, not modified, or gone.
+
+Whatever a source is, asking for it again given what was stored last time yields one
+of three outcomes, and the knowledge base applies each the same way (ingest, keep,
+remove): so `rag add`, a crawl, `rag index` and `rag refresh` share one path.
+
+- web: a conditional GET (ETag / Last-Modified); 304 → `NotModified`, 404/410 → `Gone`;
+- file: the modification time; unchanged → `NotModified`, missing → `Gone`.
+
+Any other failure raises its one-line `RAGError` (the stored copy is kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from rag_app.background import in_ingest_lane
+from rag_app.crawl.crawler import WebCrawler
+from rag_app.crawl.pages import CrawledPage
+from rag_app.crawl.pages import NotModified as PageNotModified
+from rag_app.documents import DocumentLimits
+from rag_app.errors import CrawlError, RAGError
+from rag_app.index.chroma_store import SourceRecord
+from rag_app.local_files import read_local_document
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """New content for a source, with what its record should remember."""
+
+    source: str
+    title: str
+    text: str
+    kind: str
+    """`web` or `file`."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    record_fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NotModified:
+    """The stored copy is current (HTTP 304, or the same file modification time)."""
+
+    source: str
+
+
+@dataclass(frozen=True)
+class Gone:
+    """The source no longer exists (HTTP 404/410, or the file was deleted)."""
+
+    source: str
+    reason: str
+    error: RAGError | None = None
+    """The HTTP error that said so (web pages), to re-raise where gone is a failure."""
+
+
+FetchOutcome = Fetched | NotModified | Gone
+
+
+def from_page(page: CrawledPage) -> Fetched:
+    """A crawled page as fetched content."""
+    return Fetched(
+        source=page.url,
+        title=page.title,
+        text=page.text,
+        kind="web",
+        metadata={"crawled_at": page.crawled_at},
+        record_fields={"etag": page.etag or "", "last_modified": page.last_modified or ""},
+    )
+
+
+async def fetch_web(crawler: WebCrawler, url: str, old: SourceRecord | None) -> FetchOutcome:
+    """Fetch a web page, conditionally when a copy is stored."""
+    try:
+        outcome = await crawler.crawl_page(
+            url,
+            etag=(old.etag or None) if old else None,
+            last_modified=(old.last_modified or None) if old else None,
+        )
+    except CrawlError as err:
+        if getattr(err, "status", None) in (404, 410):
+            return Gone(url, str(err), err)
+        raise
+    if isinstance(outcome, PageNotModified):
+        return NotModified(url)
+    return from_page(outcome)
+
+
+def file_path(source: str) -> Path:
+    """The local path of a `file://` source."""
+    return Path(unquote(urlsplit(source).path))
+
+
+async def fetch_file(
+    path: Path, old: SourceRecord | None, limits: DocumentLimits | None = None
+) -> FetchOutcome:
+    """Read a local file unless its modification time is the one stored."""
+    source = path.as_uri()
+    try:
+        mtime = (await asyncio.to_thread(path.stat)).st_mtime
+    except FileNotFoundError:
+        return Gone(source, f"The file {path} no longer exists.")
+    if old is not None and old.mtime == mtime:
+        return NotModified(source)
+    title, text = await in_ingest_lane(read_local_document, path, limits=limits)
+    return Fetched(source, title, text, kind="file", record_fields={"mtime": mtime})
+
+
+async def fetch_source(
+    record: SourceRecord, crawler: WebCrawler, limits: DocumentLimits | None = None
+) -> FetchOutcome:
+    """Ask again for a stored source, whichever kind it is."""
+    if record.kind == "file":
+        return await fetch_file(file_path(record.source), record, limits)
+    return await fetch_web(crawler, record.source, record)
+
+
+__all__ = [
+    "FetchOutcome",
+    "Fetched",
+    "Gone",
+    "NotModified",
+    "fetch_file",
+    "fetch_source",
+    "fetch_web",
+    "file_path",
+    "from_page",
+]
