@@ -17,7 +17,8 @@ and a fresh store:
 
     python bench/site_crawl.py /usr/share/doc/aptitude/html/ja [--load 2] [--max-pages N]
 
-`--load N` runs N busy processes beside it (a loaded machine).
+`--load N` runs N busy processes beside it (a loaded machine); `--embed random` swaps the
+model for instant random vectors (coverage of a big site in minutes; no throughput ratio).
 """
 
 from __future__ import annotations
@@ -189,7 +190,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             rag_crawl_delay_sec=0.0,
             rag_max_chunks_per_source=args.max_chunks,
         )
-        kb = KnowledgeBase(settings)
+        model = None
+        if args.embed == "random":  # coverage of a big site in minutes: no model time
+            sys.path.insert(0, str(ROOT / "bench"))
+            from search_latency import RandomEmbedding
+
+            model = RandomEmbedding()
+        kb = KnowledgeBase(settings, embed_model=model)
         await kb.open()
         start_url = base + (args.start or "/")
         options = CrawlOptions(max_depth=args.max_depth, max_pages=args.max_pages)
@@ -207,7 +214,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         stored_keys, listed_keys = {key(p) for p in stored}, {key(p) for p in listed}
 
-        embed_wall = embed_alone(texts) if texts else 0.0
+        embed_wall = embed_alone(texts) if texts and args.embed == "builtin" else 0.0
+        if embed_wall:  # the throughput figures first: the checks below take a while
+            print(
+                f"crawl: {crawl.pages_crawled} pages, {len(texts)} chunks embedded in "
+                f"{crawl_wall:.1f} s; embedder alone {embed_wall:.1f} s; crawl ÷ embedder "
+                f"{embed_wall / crawl_wall:.3f}; busy s {busy}",
+                flush=True,
+            )
         _, mark = statuses(log, 0)
 
         EMBEDDED.clear()
@@ -243,6 +257,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "out_of_scope": crawl.out_of_scope,
             "wall_s": round(crawl_wall, 1),
             "pages_per_s": round(crawl.pages_crawled / crawl_wall, 2),
+            "chunks_stored": crawl.chunks_stored,
             "chunks_embedded": chunks,
             "busy_s": {k: round(v, 1) for k, v in busy.items()},
             "busy_share_of_wall": {k: round(v / crawl_wall, 2) for k, v in busy.items()},
@@ -264,6 +279,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "checked": quiet.checked,
             "unchanged": quiet.unchanged,
             "embedded_chunks": quiet_embedded,
+            "embedded_chunks_reported": quiet.embedded,
             "requests": len(refresh_requests),
             "answered_304": sum(1 for _, code in refresh_requests if code == 304),
         },
@@ -284,6 +300,12 @@ def main() -> None:
     parser.add_argument("--max-pages", type=int, default=10_000)
     parser.add_argument("--max-chunks", type=int, default=20_000, help="chunks per page cap")
     parser.add_argument("--load", type=int, default=0, help="busy processes beside the crawl")
+    parser.add_argument(
+        "--embed",
+        choices=("builtin", "random"),
+        default="builtin",
+        help="random: instant vectors, to check a big site's coverage without model time",
+    )
     parser.add_argument("--json", default="", help="also write the report here")
     args = parser.parse_args()
     instrument()
@@ -298,6 +320,7 @@ def main() -> None:
         for hog in hogs:
             hog.join()
     report["load_processes"] = args.load
+    report["embed"] = args.embed
     text = json.dumps(report, ensure_ascii=False, indent=2)
     print(text)
     if args.json:

@@ -37,6 +37,7 @@ from rag_app.embeddings import get_embed_model
 from rag_app.errors import (
     CrawlError,
     EmbeddingMismatchError,
+    EmbeddingUnavailableError,
     EmptyQueryError,
     RAGError,
     StoreUnavailableError,
@@ -218,7 +219,7 @@ class KnowledgeBase:
             with timer("chroma_open", t):
                 client = self._client or make_client(s)
             with timer("model", t):
-                dim = _embedding_dimension(self.embed_model)
+                dim = self._dimension(client)
             with timer("bm25_load", t):
                 bm25 = BM25Index(s.bm25_persist_dir or None, k1=s.rag_bm25_k1, b=s.rag_bm25_b)
             with timer("chroma_open", t):
@@ -249,6 +250,25 @@ class KnowledgeBase:
             len(store.bm25),
             ", ".join(f"{k} {v / 1000:.2f} s" for k, v in t.items()),
         )
+
+    def _dimension(self, client: Any) -> int:
+        """The model's dimension; when its provider cannot be reached, the one the stored
+        chunks record, so stats, delete, reading and BM25 search still work (a search
+        that needs an embedding then fails with the provider's one-line error)."""
+        try:
+            return _embedding_dimension(self.embed_model)
+        except EmbeddingUnavailableError:
+            s = self.settings
+            recorded = ChromaStore.recorded_dimension(
+                client, s.rag_collection_name, s.embedding_model_name
+            )
+            if recorded is None:
+                raise
+            logger.warning(
+                "The embedding provider is unreachable; opened without it (searches that "
+                "need an embedding, and ingestion, will fail until it is back)."
+            )
+            return recorded
 
     def _warm_up(self) -> None:
         """Load the tokenizer, a local model and Chroma's index now, so the first search is

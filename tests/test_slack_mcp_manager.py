@@ -108,7 +108,7 @@ async def test_stdio_server_lists_and_calls_tools(tmp_path: Path) -> None:
     logged = [json.loads(line) for line in call_log.read_text(encoding="utf-8").splitlines()]
     assert logged[0] == {
         "tool": "rag_crawl",
-        "args": {"url": "https://example.com/docs", "pattern": r"\.html$"},
+        "args": {"url": "https://example.com/docs", "pattern": r"\.html$", "wait": False},
     }
 
 

@@ -146,6 +146,22 @@ class ChromaStore:
                 )
         return col
 
+    @staticmethod
+    def recorded_dimension(client: Any, collection_name: str, model_name: str) -> int | None:
+        """The dimension the stored chunks of `model_name` have, read from the collection's
+        metadata (None for a new store or another model): lets a store open while its
+        embedding provider is unreachable, for what needs no embedding."""
+        try:
+            sources = client.get_collection(f"{collection_name}_sources")
+            active = (sources.metadata or {}).get(ACTIVE_KEY) or collection_name
+            meta = client.get_collection(str(active)).metadata or {}
+        except Exception:  # no such collection yet (the error type differs by client)
+            return None
+        dim = meta.get(DIM_KEY)
+        if meta.get(MODEL_KEY) != model_name or not isinstance(dim, int) or dim <= 0:
+            return None
+        return dim
+
     def set_active_chunks(self, name: str) -> None:
         """Point this store's sources at another chunk collection (one metadata write)."""
         meta = dict(self.sources_collection.metadata or {})
