@@ -273,9 +273,9 @@ async def _cmd_stats(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     print("ナレッジベース統計:")
     print(f"     総チャンク数: {stats.total_chunks}")
     print(f"     ソースURL数: {len(stats.sources)}")
-    print(f"     Embedding: {stats.embedding_model} ({stats.embedding_dimension} dims)")
-    print(f"     BM25 documents: {stats.bm25_documents}")
-    print(f"     Vector store: {stats.vector_store}")
+    print(f"     埋め込みモデル: {stats.embedding_model} ({stats.embedding_dimension}次元)")
+    print(f"     BM25 文書数: {stats.bm25_documents}")
+    print(f"     ベクトルストア: {stats.vector_store}")
     for src in stats.sources:
         print(f"       - {src}")
     return 0
