@@ -132,7 +132,7 @@ async def _cmd_add(kb: KnowledgeBase, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    note = " (unchanged, nothing re-embedded)" if result.unchanged else ""
+    note = " (変更なし、再埋め込みなし)" if result.unchanged else ""
     print(f"ページを取り込みました: {result.source} ({result.chunks}チャンク){note}")
     return 0
 
