@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ class StaticSite:
     requests: list[tuple[str, str]] = field(default_factory=list)
     """(path, If-Modified-Since header or '') per request, in arrival order."""
     statuses: list[tuple[str, int]] = field(default_factory=list)
+    arrivals: list[tuple[str, float]] = field(default_factory=list)
+    """(path, `time.monotonic()`) of each request, in arrival order."""
 
     def url(self, path: str) -> str:
         return self.base + path
@@ -35,6 +38,7 @@ class _Handler(SimpleHTTPRequestHandler):
     site: StaticSite
 
     def do_GET(self) -> None:
+        self.site.arrivals.append((self.path, time.monotonic()))
         self.site.requests.append((self.path, self.headers.get("If-Modified-Since", "")))
         super().do_GET()
 

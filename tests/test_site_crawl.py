@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import itertools
 import os
 import time
 from collections.abc import Iterator
@@ -350,3 +351,24 @@ async def test_a_crawl_job_runs_in_the_background_and_cancels_within_two_seconds
         assert report.ok, report
     finally:
         await kb.aclose()
+
+
+async def test_two_crawls_at_once_share_one_politeness_budget(
+    crawl_settings: RAGSettings, counting_embed: CountingEmbedding, site: StaticSite
+) -> None:
+    polite = crawl_settings.model_copy(update={"rag_crawl_delay_sec": 0.3})
+    kb = KnowledgeBase(polite, embed_model=counting_embed)
+    await kb.open()
+    try:
+        jobs = [
+            await kb.start_crawl(site.url(start), options=CrawlOptions(max_depth=3))
+            for start in ("/docs/guide/", "/docs/api/")
+        ]
+        done = [await kb.wait_job(job["id"]) for job in jobs]
+        assert [job["state"] for job in done] == ["done", "done"], done
+        assert all(job["result"]["pages_crawled"] >= 2 for job in done), done
+    finally:
+        await kb.aclose()
+    pages = [t for path, t in site.arrivals if path != "/robots.txt"]
+    gaps = [b - a for a, b in itertools.pairwise(sorted(pages))]
+    assert len(pages) >= 6 and min(gaps) >= 0.25, gaps  # one per-host delay for both crawls
