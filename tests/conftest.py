@@ -243,3 +243,6 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+from tests.docs_site import site  # noqa: E402, F401 (the served documentation tree)

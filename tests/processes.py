@@ -118,3 +118,27 @@ def write_notes(folder: Path, prefix: str, count: int, words: int = 3) -> list[P
         path.write_text(f"# {prefix} ノート {i}\n\n{body}\n", encoding="utf-8")
         paths.append(path)
     return paths
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_serving(proc: subprocess.Popen[bytes], url: str, what: str, timeout: float = 30) -> None:
+    """Wait until `url` answers, or fail if `proc` exits or `timeout` passes."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.2)

@@ -4,21 +4,12 @@ is stopped halfway."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
-from tests.processes import BIN, rag, rag_json, store_env
+from tests.processes import BIN, free_port, rag, rag_json, store_env, wait_serving
 
 SAMPLES = Path(__file__).resolve().parent.parent / "rag_app" / "data" / "samples"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server(port: int) -> subprocess.Popen[bytes]:
@@ -27,14 +18,8 @@ def start_server(port: int) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-            return proc
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "no embedding server"
-            time.sleep(0.2)
+    wait_serving(proc, f"http://127.0.0.1:{port}/health", "the embedding server", timeout=60)
+    return proc
 
 
 def test_stats_delete_read_and_bm25_search_work_with_the_embedding_server_down(

@@ -7,24 +7,12 @@ import json
 import re
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from rag_app.crawl.scope import page_key
+from tests.docs_site import IN_SCOPE
 from tests.processes import rag, rag_async, rag_json, rag_mcp, store_env, text_of
-from tests.static_site import StaticSite, serve_folder
-from tests.test_site_crawl import IN_SCOPE, docs_site
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[StaticSite]:
-    root = tmp_path / "site"
-    root.mkdir()
-    with serve_folder(root) as served:
-        docs_site(root, served.base)
-        yield served
+from tests.static_site import StaticSite
 
 
 def stored_keys(env: dict[str, str], site: StaticSite) -> set[str]:

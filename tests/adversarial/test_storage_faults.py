@@ -11,12 +11,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.processes import RAG, full_env, rag, rag_json, store_env, write_notes
+from tests.processes import RAG, full_env, rag, rag_json, store_env, wait_serving, write_notes
 
 pytestmark = pytest.mark.slow
 
@@ -34,15 +33,8 @@ def _start_chroma(data: Path, port: int) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
-            return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("chroma server did not start") from None
-            time.sleep(0.2)
+    wait_serving(proc, f"http://127.0.0.1:{port}/api/v2/heartbeat", "chroma server")
+    return proc
 
 
 def test_chroma_server_down_then_back(tmp_path: Path) -> None:
