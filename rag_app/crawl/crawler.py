@@ -30,7 +30,7 @@ from rag_app.crawl.exceptions import (
     status_phrase,
 )
 from rag_app.crawl.fetcher import ACCEPT_HEADER, HTML_TYPES, PAGE_TYPES, HttpFetcher, RawResponse
-from rag_app.crawl.html_text import cap_title, html_to_text, markdown_title
+from rag_app.crawl.html_text import ExtractedText, cap_title, html_to_text, markdown_title
 from rag_app.crawl.links import UrlPattern, compile_pattern, same_site, select_links
 from rag_app.crawl.pages import (
     CrawledPage,
@@ -57,16 +57,6 @@ ProgressCallback = Callable[[int, int], object]
 """Called as `progress(done, total)` after each page; may return an awaitable."""
 Validators = tuple[str | None, str | None]
 """`(etag, last_modified)` remembered from the previous crawl of a page."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _PageText:
-    title: str
-    text: str
-    codec: str
-    links: tuple[str, ...] = ()
-    canonical: str | None = None
-    robots: frozenset[str] = frozenset()
 
 
 class WebCrawler:
@@ -370,8 +360,8 @@ class WebCrawler:
             title, text = extract_document(response.body, kind=kind, name=url, limits=limits)
             codec = ""
         else:
-            page = self._page_text(url, response, content_type)
-            title, text, codec = page.title, page.text, page.codec
+            page, codec = self._page_text(url, response, content_type)
+            title, text = page.title, page.text
             links, canonical, robots = page.links, page.canonical, page.robots
         if not text.strip() and not links:
             raise no_text_error(url)
@@ -391,25 +381,21 @@ class WebCrawler:
             robots=robots,
         )
 
-    def _page_text(self, url: str, response: RawResponse, content_type: str) -> _PageText:
-        """Title, text, codec and (for HTML) links and hints of a text-like body."""
+    def _page_text(
+        self, url: str, response: RawResponse, content_type: str
+    ) -> tuple[ExtractedText, str]:
+        """The extracted page (links and hints for HTML) and the codec of a text-like body."""
         kind = binary_kind(response.body, response.charset)
         if kind is not None:
             raise BinaryContentError.for_page(url, content_type, kind)
         is_html = content_type in HTML_TYPES
         decoded, codec = decode_body(response.body, response.charset, is_html=is_html)
         if is_html:
-            extracted = html_to_text(decoded, response.url)
-            return _PageText(
-                extracted.title,
-                extracted.text,
-                codec,
-                extracted.links,
-                extracted.canonical,
-                extracted.robots,
-            )
+            return html_to_text(decoded, response.url), codec
         text = decoded.replace("\r\n", "\n").replace("\r", "\n").strip()
-        return _PageText(markdown_title(text) if "markdown" in content_type else "", text, codec)
+        return ExtractedText(
+            markdown_title(text) if "markdown" in content_type else "", text
+        ), codec
 
     async def _get(
         self,
