@@ -6,8 +6,9 @@ since are kept as a small per-term delta. Deletes are tombstones in `alive`.
 Only ids, sources and token statistics are kept: the chunk text lives in Chroma.
 
 A query touches only the postings of its own terms (no array the size of the corpus
-unless the query's postings already cover a sizeable part of it). Not thread-safe:
-`BM25Index` holds the lock.
+unless the query's postings already cover a sizeable part of it), and of those only the
+rarer ones are walked: common terms are looked up at the surviving candidates
+(MaxScore, exact). Not thread-safe: `BM25Index` holds the lock.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,6 +28,12 @@ QueryTerm = tuple[float, list[tuple[int, float]]]
 
 # Above this share of the corpus, accumulating scores densely beats sorting postings.
 DENSE_SHARE = 8
+# Pruning walks postings unless a term is this many times rarer than the work it saves.
+WALK_SHARE = 4
+# Below this many postings in all, scoring every one is cheaper than pruning.
+PRUNE_FROM = 30_000
+# Document frequencies remembered between changes (entries; cleared when full).
+DF_CACHE_SIZE = 50_000
 
 
 def bag_of(token_ids: Sequence[int]) -> Bag:
@@ -57,6 +65,7 @@ class Postings:
         self.delta: dict[int, tuple[list[int], list[int]]] = {}
         self.delta_entries = 0
         self.delta_bags: dict[int, Bag] = {}  # bags of slots >= base_slots
+        self._df_cache: dict[tuple[int, ...], int] = {}
 
     # ------------------------------------------------------------ vocabulary
     @property
@@ -99,6 +108,7 @@ class Postings:
     def add(self, doc_id: str, source: str | None, bag: Bag, postings: bool = True) -> None:
         """Store one document; with `postings=False` the caller must `compact()` after."""
         self.remove(doc_id)
+        self._df_cache.clear()
         slot = self.n_slots
         self._grow(slot + 1)
         terms, tfs = bag
@@ -128,6 +138,7 @@ class Postings:
         slot = self.id_to_slot.pop(doc_id, None)
         if slot is None:
             return False
+        self._df_cache.clear()
         source = self.slot_sources[slot]
         if source is not None:
             ids = self.source_ids[source]
@@ -160,6 +171,11 @@ class Postings:
             raise ValueError("snapshot postings are inconsistent")
         if n and len(post_slots) and (post_slots.min() < 0 or post_slots.max() >= n):
             raise ValueError("snapshot postings refer to unknown documents")
+        if len(post_slots) > 1:
+            rising = np.diff(post_slots.astype(np.int64)) > 0
+            rising[indptr[1:-1][(indptr[1:-1] > 0) & (indptr[1:-1] < len(post_slots))] - 1] = True
+            if not rising.all():
+                raise ValueError("snapshot postings are not sorted by document")
         self.slot_ids = list(ids)
         self.slot_sources = list(sources)
         self.id_to_slot = {doc_id: i for i, doc_id in enumerate(ids)}
@@ -181,6 +197,7 @@ class Postings:
         self.post_tfs = post_tfs.astype(np.int32, copy=False)
         self.base_slots = n
         self.delta, self.delta_entries, self.delta_bags = {}, 0, {}
+        self._df_cache.clear()
 
     # ------------------------------------------------------------ compaction
     def needs_compaction(self) -> bool:
@@ -227,11 +244,13 @@ class Postings:
         np.cumsum(np.bincount(terms, minlength=len(self.terms)), out=self.indptr[1:])
         self.base_slots = self.n_slots
         self.delta, self.delta_entries, self.delta_bags = {}, 0, {}
+        self._df_cache.clear()
         self.n_dead = 0
 
     # --------------------------------------------------------------- scoring
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
-        """Live (slots, tfs) of one term: compacted part + delta."""
+        """(slots, tfs) of one term, sorted by slot: compacted part + delta, tombstoned
+        slots included (a live candidate never matches one; `live` drops them)."""
         if term + 1 < len(self.indptr):
             start, end = self.indptr[term], self.indptr[term + 1]
             slots, tfs = self.post_slots[start:end], self.post_tfs[start:end]
@@ -241,40 +260,147 @@ class Postings:
         if extra is not None:
             slots = np.concatenate([slots, np.asarray(extra[0], np.int32)])
             tfs = np.concatenate([tfs, np.asarray(extra[1], np.int32)])
-        if self.n_dead:
-            live = self.alive[slots]
-            return slots[live], tfs[live]
         return slots, tfs
 
-    def _term_scores(
-        self, query: list[QueryTerm], k1: float, b: float
-    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per query term: the slots holding it (in any of its fields) and their weighted
-        BM25 parts. Field frequencies add up, scaled by field weight, before saturation,
-        and the IDF counts documents holding the term in any field (BM25F)."""
-        n = self.n_live
-        avg_len = self.total_len / n if self.total_len else 1.0
-        slot_parts: list[np.ndarray] = []
-        score_parts: list[np.ndarray] = []
-        for weight, fields in query:
-            found = [(self.postings(term), field_weight) for term, field_weight in fields]
-            found = [(p, fw) for p, fw in found if len(p[0])]
-            if not found:
-                continue
-            if len(found) == 1:
-                (slots, tfs), fw = found[0]
-                tf = tfs.astype(np.float64) * fw
+    def _count_live(self, slots: np.ndarray) -> int:
+        return int(np.count_nonzero(self.alive[slots])) if self.n_dead else len(slots)
+
+    def live(self, slots: np.ndarray, tfs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not self.n_dead:
+            return slots, tfs
+        keep = self.alive[slots]
+        return slots[keep], tfs[keep]
+
+    def _df(self, fields: list[tuple[np.ndarray, np.ndarray, float]], key: tuple) -> int:
+        """Live documents holding the term in any field; cached until the next change,
+        so a common term costs a pass over its postings once, not at every query."""
+        df = self._df_cache.get(key)
+        if df is None:
+            if len(fields) == 1:
+                df = self._count_live(fields[0][0])
+            elif len(fields) == 2:
+                a, b = fields[0][0], fields[1][0]
+                df = self._count_live(a) + self._count_live(b) - self._count_live(_shared(a, b))
             else:
-                all_slots = np.concatenate([p[0] for p, _ in found])
-                all_tf = np.concatenate([p[1].astype(np.float64) * fw for p, fw in found])
-                slots, inverse = np.unique(all_slots, return_inverse=True)
-                tf = np.bincount(inverse, weights=all_tf)
-            df = len(slots)
+                df = len(np.unique(np.concatenate([self.live(*f[:2])[0] for f in fields])))
+            if len(self._df_cache) >= DF_CACHE_SIZE:
+                self._df_cache.clear()
+            self._df_cache[key] = df
+        return df
+
+    def _query_terms(self, query: list[QueryTerm], k1: float, b: float) -> list[_Term]:
+        """The query's terms with their live postings, exact document frequency (any
+        field: BM25F) and IDF; terms found nowhere are dropped."""
+        n = self.n_live
+        terms: list[_Term] = []
+        for weight, fields in query:
+            found = [(*self.postings(term), fw) for term, fw in fields]
+            kept = [(f, term) for f, (term, _) in zip(found, fields, strict=True) if len(f[0])]
+            if not kept:
+                continue
+            found = [f for f, _ in kept]
+            df = self._df(found, tuple(term for _, term in kept))
+            if not df:
+                continue
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            norm = k1 * (1.0 - b + b * self.doc_len[slots] / avg_len)
-            slot_parts.append(slots)
-            score_parts.append(weight * idf * tf / (tf + norm))
-        return slot_parts, score_parts
+            terms.append(_Term(weight * idf, found, df))
+        return terms
+
+    def _norm(self, slots: np.ndarray, k1: float, b: float) -> np.ndarray:
+        avg_len = self.total_len / self.n_live if self.total_len else 1.0
+        return k1 * (1.0 - b + b * self.doc_len[slots] / avg_len)
+
+    def _full(self, term: _Term, k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+        """Every slot holding the term and its BM25 part (field frequencies add up,
+        scaled by field weight, before saturation)."""
+        fields = [(*self.live(f[0], f[1]), f[2]) for f in term.fields]
+        if len(fields) == 1:
+            slots, tfs, fw = fields[0]
+            tf = tfs.astype(np.float64) * fw
+        else:
+            all_slots = np.concatenate([f[0] for f in fields])
+            all_tf = np.concatenate([f[1].astype(np.float64) * f[2] for f in fields])
+            slots, inverse = np.unique(all_slots, return_inverse=True)
+            tf = np.bincount(inverse, weights=all_tf)
+        return slots, term.bound * tf / (tf + self._norm(slots, k1, b))
+
+    def _at(self, term: _Term, cand: np.ndarray, norm: np.ndarray) -> np.ndarray:
+        """The term's BM25 part at the sorted slots `cand` (0 where absent): a binary
+        search in its sorted postings instead of a pass over them."""
+        tf = np.zeros(len(cand), np.float64)
+        for slots, tfs, fw in term.fields:
+            pos = np.searchsorted(slots, cand)
+            np.minimum(pos, len(slots) - 1, out=pos)
+            hit = slots[pos] == cand
+            tf[hit] += tfs[pos[hit]] * fw
+        return term.bound * tf / (tf + norm)
+
+    def _accumulate(
+        self, parts: list[tuple[np.ndarray, np.ndarray]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sum per-term (slots, scores) into sorted unique slots and their totals."""
+        if len(parts) == 1:
+            return parts[0]
+        all_slots = np.concatenate([p[0] for p in parts])
+        all_scores = np.concatenate([p[1] for p in parts])
+        if len(all_slots) * DENSE_SHARE > self.n_slots:
+            dense = np.bincount(all_slots, weights=all_scores, minlength=self.n_slots)
+            cand = np.flatnonzero(dense)
+            return cand, dense[cand]
+        cand, inverse = np.unique(all_slots, return_inverse=True)
+        return cand, np.bincount(inverse, weights=all_scores)
+
+    def _exact(self, terms: list[_Term], cand: np.ndarray, k1: float, b: float) -> np.ndarray:
+        norm = self._norm(cand, k1, b)
+        return sum((self._at(t, cand, norm) for t in terms), np.zeros(len(cand)))
+
+    def _pruned(
+        self, terms: list[_Term], top_k: int, k1: float, b: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Candidates and exact scores that surely hold the top `top_k` (MaxScore).
+
+        A term adds less than its bound (weight × IDF) to any score. The rarest term's
+        best documents, scored exactly, give a threshold θ that the k-th result reaches;
+        the cheapest terms whose bounds sum below θ cannot lift a document that holds
+        none of the others into the results, so only the other terms' postings are
+        walked, and the cheap terms are looked up at the survivors only. Exact: the same
+        results as scoring every posting, at a cost that follows the rare terms."""
+        every = sum(t.df for t in terms)
+        seed = min(terms, key=lambda t: t.df)
+        if every < PRUNE_FROM or seed.df * WALK_SHARE > every:  # pruning cannot pay
+            return self._accumulate([self._full(t, k1, b) for t in terms])
+        seed_full = slots, scores = self._full(seed, k1, b)
+        if len(slots) > top_k:
+            best = np.argpartition(scores, -top_k)[-top_k:]
+            slots = np.sort(slots[best])
+        exact = self._exact(terms, slots, k1, b)
+        theta = float(np.partition(exact, -top_k)[-top_k]) if len(exact) >= top_k else 0.0
+        ranked = sorted(terms, key=lambda t: t.bound)
+        cheap_bound = 0.0
+        n_cheap = 0
+        for term in ranked:
+            if (cheap_bound + term.bound) * (1 + 1e-9) >= theta:
+                break
+            cheap_bound += term.bound
+            n_cheap += 1
+        cheap, walked = ranked[:n_cheap], ranked[n_cheap:]
+        if sum(t.df for t in walked) * 2 > every:  # most postings must be walked anyway
+            return self._accumulate([self._full(t, k1, b) for t in terms])
+        cand, partial = self._accumulate(
+            [seed_full if t is seed else self._full(t, k1, b) for t in walked]
+        )
+        keep = partial + cheap_bound * (1 + 1e-9) >= theta
+        cand, partial = cand[keep], partial[keep]
+        norm = self._norm(cand, k1, b)
+        for term in cheap:
+            if len(cand) * WALK_SHARE < term.df:  # few survivors: binary searches
+                partial = partial + self._at(term, cand, norm)
+            else:  # many: one pass over the term's postings
+                slots, scores = self._full(term, k1, b)
+                dense = np.zeros(self.n_slots)
+                dense[slots] = scores
+                partial = partial + dense[cand]
+        return cand, partial
 
     def search(
         self,
@@ -288,38 +414,55 @@ class Postings:
         only those slots compete (statistics stay the whole index's)."""
         if not query or self.n_live == 0 or top_k <= 0:
             return []
-        slot_parts, score_parts = self._term_scores(query, k1, b)
-        if allowed is not None:
-            mask = np.zeros(self.n_slots, dtype=bool)
-            mask[np.asarray(allowed, dtype=np.int64)] = True
-            kept = [(s, mask[s]) for s in slot_parts]
-            score_parts = [p[m] for p, (_, m) in zip(score_parts, kept, strict=True)]
-            slot_parts = [s[m] for s, m in kept]
-        if not slot_parts:
+        terms = self._query_terms(query, k1, b)
+        if not terms:
             return []
-        if len(slot_parts) == 1:  # a term's postings hold each slot once
-            cand, cand_scores = slot_parts[0], score_parts[0]
-        else:
-            all_slots = np.concatenate(slot_parts)
-            all_scores = np.concatenate(score_parts)
-            if len(all_slots) * DENSE_SHARE > self.n_slots:
-                dense = np.bincount(all_slots, weights=all_scores, minlength=self.n_slots)
-                cand = np.flatnonzero(dense)
-                cand_scores = dense[cand]
+        if allowed is not None:
+            scope = np.unique(np.asarray(allowed, dtype=np.int32))
+            if len(scope) * DENSE_SHARE < sum(len(f[0]) for t in terms for f in t.fields):
+                cand, cand_scores = scope, self._exact(terms, scope, k1, b)
             else:
-                cand, inverse = np.unique(all_slots, return_inverse=True)
-                cand_scores = np.bincount(inverse, weights=all_scores)
-        positive = cand_scores > 0
+                cand, cand_scores = self._accumulate([self._full(t, k1, b) for t in terms])
+                inside = np.isin(cand, scope, assume_unique=True)
+                cand, cand_scores = cand[inside], cand_scores[inside]
+        elif len(terms) == 1:
+            cand, cand_scores = self._full(terms[0], k1, b)
+        else:
+            cand, cand_scores = self._pruned(terms, top_k, k1, b)
+        return self._top(cand, cand_scores, top_k)
+
+    def _top(self, cand: np.ndarray, scores: np.ndarray, top_k: int) -> list[tuple[str, float]]:
+        positive = scores > 0
         if not positive.all():
-            cand, cand_scores = cand[positive], cand_scores[positive]
+            cand, scores = cand[positive], scores[positive]
         if len(cand) > top_k:
-            kth = np.partition(cand_scores, -top_k)[-top_k]
-            keep = cand_scores >= kth
-            cand, cand_scores = cand[keep], cand_scores[keep]
+            kth = np.partition(scores, -top_k)[-top_k]
+            keep = scores >= kth
+            cand, scores = cand[keep], scores[keep]
         ids = self.slot_ids
         pairs = (
-            (-score, ids[slot])
-            for slot, score in zip(cand.tolist(), cand_scores.tolist(), strict=True)
+            (-score, ids[slot]) for slot, score in zip(cand.tolist(), scores.tolist(), strict=True)
         )
         best = heapq.nsmallest(top_k, pairs)  # score desc, then id: deterministic ties
         return [(doc_id, -neg) for neg, doc_id in best]  # type: ignore[misc]
+
+
+@dataclass(frozen=True, slots=True)
+class _Term:
+    """One query term: its upper bound (weight × IDF: a document gets less), its
+    postings per field as (sorted slots, tfs, field weight; tombstones included) and its
+    live document frequency."""
+
+    bound: float
+    fields: list[tuple[np.ndarray, np.ndarray, float]]
+    df: int
+
+
+def _shared(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The slots two sorted postings share (binary search of the shorter)."""
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    if not len(short):
+        return short
+    pos = np.searchsorted(long, short)
+    np.minimum(pos, len(long) - 1, out=pos)
+    return short[long[pos] == short]
