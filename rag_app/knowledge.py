@@ -49,6 +49,7 @@ from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
 from rag_app.index.store import KnowledgeStore, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
+from rag_app.index.vector_salvage import is_damaged_vector_index, salvage
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
 from rag_app.jobs import Job, JobRegistry
 from rag_app.limits import (
@@ -179,6 +180,8 @@ class KnowledgeBase:
         self._take_ownership = take_ownership
         self.open_timings: dict[str, float] = {}
         self.model_mismatch: EmbeddingMismatchError | None = None
+        self.vectors_set_aside: list[str] = []  # collections whose damaged HNSW was moved
+        self._reembedding: asyncio.Task[None] | None = None
         self._write_lock = asyncio.Lock()
         self._writes: set[asyncio.Future[Any]] = set()
         self._jobs = JobRegistry(settle=self._settle)
@@ -205,7 +208,22 @@ class KnowledgeBase:
                     self.model_mismatch = err
         if self.model_mismatch is not None and not allow_model_mismatch:
             raise self.model_mismatch
+        chunks = self._store.chroma.collection.name if self._store else None
+        if chunks in self.vectors_set_aside and self._reembedding is None:
+            self._reembedding = asyncio.create_task(self._reembed_set_aside())
         return self
+
+    async def _reembed_set_aside(self) -> None:
+        """After a damaged vector index was set aside: embed every chunk again from its
+        stored text (searches keep working meanwhile: BM25 fully, vectors as they return)."""
+        try:
+            count = await self.reindex()
+        except Exception as err:  # e.g. the embedding provider is down: say how to finish
+            logger.error("Re-embedding after the vector index was set aside failed (%s); "
+                         "run `rag reindex` to finish it.", err)  # fmt: skip
+            return
+        self.vectors_set_aside = []
+        logger.warning("Re-embedded %d chunks after the vector index was set aside.", count)
 
     def _open_sync(self, check_model: bool = True) -> None:
         s = self.settings
@@ -222,19 +240,16 @@ class KnowledgeBase:
                 dim = self._dimension(client)
             with timer("bm25_load", t):
                 bm25 = BM25Index(s.bm25_persist_dir or None, k1=s.rag_bm25_k1, b=s.rag_bm25_b)
-            with timer("chroma_open", t):
-                store = KnowledgeStore(
-                    client,
-                    s.rag_collection_name,
-                    bm25,
-                    model_name=s.embedding_model_name,
-                    dimension=dim,
-                    poll_changes=bool(s.chroma_host),
-                    check_model=check_model,
-                    ef_search=s.rag_hnsw_ef_search,
-                )
-            with timer("recovery", t):
-                store.recover()
+            try:
+                store = self._open_store(client, bm25, dim, check_model, t)
+            except Exception as err:
+                if s.chroma_host or self._client is not None or not is_damaged_vector_index(err):
+                    raise
+                client, damaged = salvage(s.chromadb_persist_dir)
+                if not damaged:
+                    raise
+                store = self._open_store(client, bm25, dim, check_model, t)
+                self.vectors_set_aside = damaged
         except BaseException:
             if self._owner_lock is not None:  # a failed open must not keep the store locked
                 self._owner_lock.release()
@@ -250,6 +265,25 @@ class KnowledgeBase:
             len(store.bm25),
             ", ".join(f"{k} {v / 1000:.2f} s" for k, v in t.items()),
         )
+
+    def _open_store(
+        self, client: Any, bm25: BM25Index, dim: int, check_model: bool, t: dict[str, float]
+    ) -> KnowledgeStore:
+        s = self.settings
+        with timer("chroma_open", t):
+            store = KnowledgeStore(
+                client,
+                s.rag_collection_name,
+                bm25,
+                model_name=s.embedding_model_name,
+                dimension=dim,
+                poll_changes=bool(s.chroma_host),
+                check_model=check_model,
+                ef_search=s.rag_hnsw_ef_search,
+            )
+        with timer("recovery", t):
+            store.recover()
+        return store
 
     def _dimension(self, client: Any) -> int:
         """The model's dimension; when its provider cannot be reached, the one the stored
@@ -597,6 +631,10 @@ class KnowledgeBase:
     async def cancel_jobs(self) -> None:
         """Cancel every running job (the owner is closing)."""
         await self._jobs.cancel_all()
+        if self._reembedding is not None and not self._reembedding.done():
+            self._reembedding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reembedding
 
     @property
     def running_jobs(self) -> int:

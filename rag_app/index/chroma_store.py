@@ -219,7 +219,11 @@ class ChromaStore:
         lost: list[str] = []
         for start in range(0, len(ids), 500):
             part = list(ids[start : start + 500])
-            got = self.collection.get(ids=part, include=["embeddings"])
+            try:
+                got = self.collection.get(ids=part, include=["embeddings"])
+            except Exception:  # vectors missing (a set-aside index): none can be found
+                lost += part
+                continue
             found_ids, embeddings = got["ids"], got.get("embeddings")
             if embeddings is None or not len(found_ids):
                 continue
@@ -235,7 +239,12 @@ class ChromaStore:
         """Write chunks again with their stored embeddings (re-indexes their vectors)."""
         for start in range(0, len(ids), 500):
             part = list(ids[start : start + 500])
-            got = self.collection.get(ids=part, include=["embeddings", "documents", "metadatas"])
+            try:
+                got = self.collection.get(
+                    ids=part, include=["embeddings", "documents", "metadatas"]
+                )
+            except Exception:  # their vectors are gone: only `reindex` can embed them again
+                continue
             if not got["ids"]:
                 continue
             self.collection.upsert(  # never delete first: a crash must not lose them

@@ -103,3 +103,60 @@ def test_a_full_disk_is_one_sentence_and_loses_nothing(tmp_path: Path) -> None:
     assert report["ok"] and not report["orphan_records"], report
     stats = rag_json(env, "stats")
     assert len(stats["sources"]) == 33 and stats["total_chunks"] == stats["bm25_documents"]
+
+
+def _persist_hnsw_then_drop_the_filler(chroma_dir: Path) -> Path:
+    """Past Chroma's sync threshold (1,000 writes) its HNSW files hold the vectors; add
+    and delete that many filler chunks so they do, and return the chunk index's folder."""
+    import sqlite3
+
+    import chromadb
+    import numpy as np
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    client = chromadb.PersistentClient(path=str(chroma_dir))
+    chunks = client.get_collection("knowledge")
+    rng = np.random.default_rng(3)
+    ids = [f"filler-{i}" for i in range(1100)]
+    for start in range(0, len(ids), 100):
+        vectors = rng.normal(size=(100, 384))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        chunks.upsert(ids=ids[start : start + 100], embeddings=vectors.tolist())
+    chunks.delete(ids=ids)
+    del chunks, client
+    SharedSystemClient.clear_system_cache()
+    with sqlite3.connect(chroma_dir / "chroma.sqlite3") as db:
+        (segment,) = db.execute(
+            "SELECT s.id FROM segments s JOIN collections c ON s.collection = c.id "
+            "WHERE c.name = 'knowledge' AND s.scope = 'VECTOR'"
+        ).fetchone()
+    folder = chroma_dir / segment
+    assert (folder / "index_metadata.pickle").exists()  # the vectors live in these files now
+    return folder
+
+
+def test_a_damaged_vector_index_is_set_aside_and_embedded_again(tmp_path: Path) -> None:
+    env = store_env(tmp_path)
+    notes = write_notes(tmp_path / "notes", "xi", 4)
+    assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+    before = rag_json(env, "stats")
+    assert rag(env, "service", "stop").returncode == 0
+    folder = _persist_hnsw_then_drop_the_filler(tmp_path / "chroma_db")
+    (folder / "header.bin").write_bytes(b"\x00garbage" * 12)  # Chroma cannot load it now
+
+    stats = rag_json(env, "stats")  # opens: the damaged folder is set aside, nothing lost
+    assert stats["total_chunks"] == before["total_chunks"]
+    assert set(stats["sources"]) == set(before["sources"])
+    found = rag_json(env, "search", "xi2tok1", "--mode", "bm25")
+    assert found["hits"][0]["source_url"] == notes[2].as_uri()
+    aside = list((tmp_path / "chroma_db" / "damaged-vector-index").glob("*/*"))
+    assert [p.name for p in aside] == [folder.name]
+    report = rag_json(env, "check")  # waits for the re-embedding (it holds the write lock)
+    assert report["ok"] and report["chunks"] == before["total_chunks"], report
+    assert report["vector_checked"] == report["chunks"] and report["unfindable_by_vector"] == 0
+    found = rag_json(env, "search", "xi2の説明 その1", "--mode", "vector")
+    assert notes[2].as_uri() in {h["source_url"] for h in found["hits"]}
+    assert rag(env, "service", "stop").returncode == 0
+    assert rag_json(env, "stats")["total_chunks"] == before["total_chunks"]  # next start
+    log = (tmp_path / "chroma_db" / ".rag-service.log").read_text()
+    assert "set aside" in log and "Re-embedded" in log

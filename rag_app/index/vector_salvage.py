@@ -1,0 +1,83 @@
+"""Salvage an embedded store whose vector index (Chroma's HNSW files) cannot be loaded.
+
+Chroma keeps a collection's vectors in its HNSW segment folder and only the most recent
+writes in its log; the chunk text and metadata live in SQLite. When the HNSW files are
+damaged (a crash at the wrong moment, a bad disk, a hand edit), every operation on
+that collection fails — stats, BM25 search and deletes included. Setting the damaged
+folder aside lets Chroma open the collection again from SQLite: text, metadata and BM25
+are intact, only the vectors are gone, and `KnowledgeBase.reindex` re-embeds them from
+the stored text. The folder is moved, never deleted, so nothing is lost for good.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+import chromadb
+from chromadb.api import ClientAPI
+from chromadb.api.shared_system_client import SharedSystemClient
+
+logger = logging.getLogger(__name__)
+
+ASIDE_DIR = "damaged-vector-index"
+
+
+def is_damaged_vector_index(err: BaseException) -> bool:
+    """Chroma's own words for an HNSW segment it cannot load or replay its log into."""
+    text = str(err).lower()
+    return "hnsw" in text and any(
+        words in text for words in ("loading hnsw", "hnsw segment reader", "apply logs")
+    )
+
+
+def damaged_collections(client: ClientAPI) -> list[str]:
+    """Names of the collections whose vector index fails to load."""
+    damaged = []
+    for collection in client.list_collections():
+        try:
+            collection.count()
+        except Exception as err:  # chromadb raises InternalError and others alike
+            if is_damaged_vector_index(err):
+                damaged.append(collection.name)
+    return damaged
+
+
+def set_aside(persist_dir: str | Path, names: list[str]) -> list[Path]:
+    """Move the HNSW folders of collections `names` to `<persist_dir>/damaged-vector-index/
+    <time>/`; returns where they went. Call with no client open on `persist_dir`."""
+    root = Path(persist_dir)
+    with sqlite3.connect(root / "chroma.sqlite3") as db:
+        rows = db.execute(
+            "SELECT s.id FROM segments s JOIN collections c ON s.collection = c.id "
+            f"WHERE s.scope = 'VECTOR' AND c.name IN ({','.join('?' * len(names))})",
+            names,
+        ).fetchall()
+    target = root / ASIDE_DIR / time.strftime("%Y%m%d-%H%M%S")
+    moved = []
+    for (segment_id,) in rows:
+        folder = root / str(segment_id)
+        if folder.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            folder.rename(target / folder.name)
+            moved.append(target / folder.name)
+    return moved
+
+
+def salvage(persist_dir: str | Path) -> tuple[ClientAPI, list[str]]:
+    """Set aside every collection's damaged vector index; a fresh client on the store and
+    the names of the collections whose vectors must be embedded again."""
+    SharedSystemClient.clear_system_cache()
+    names = damaged_collections(chromadb.PersistentClient(path=str(persist_dir)))
+    SharedSystemClient.clear_system_cache()
+    if names:
+        moved = set_aside(persist_dir, names)
+        logger.error(
+            "The vector index of %s could not be loaded; set aside in %s. Text, metadata "
+            "and BM25 are intact; the vectors are embedded again from the stored text.",
+            ", ".join(names),
+            ", ".join(str(p) for p in moved) or "(nothing to move)",
+        )
+    return chromadb.PersistentClient(path=str(persist_dir)), names
