@@ -11,12 +11,11 @@ import argparse
 import json
 import logging
 import sys
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rag_app.completion import SHELLS
-from rag_app.console import VersionAction, guarded
+from rag_app.console import VersionAction, guarded, progress_reporter
 from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.limits import MAX_CRAWL_PAGES
@@ -31,40 +30,6 @@ KnowledgeBase = Any  # a StoreClient (or an in-process KnowledgeBase): the same 
 PREVIEW_CHARS = 80
 # Exit codes: 0 ok, 1 error, 2 usage, 3 partial failure (some files or pages failed), 130 Ctrl-C
 EXIT_PARTIAL = 3
-
-
-def _progress_bar(desc: str, unit: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """Progress on stderr driven by `(done, total)` callbacks: a tqdm bar on a terminal,
-    a plain line at most every 5 s (and at the end) in a log."""
-    if not sys.stderr.isatty():
-        state = {"last": 0.0, "shown": (-1, -1)}
-
-        def line(done: int, total: int) -> None:
-            now = time.monotonic()
-            due = done == total or now - state["last"] >= 5.0
-            if due and state["shown"] != (done, total):
-                print(f"{desc}: {done}/{total} {unit}s", file=sys.stderr, flush=True)
-                state["last"], state["shown"] = now, (done, total)
-
-        return line, lambda: None
-
-    from tqdm import tqdm
-
-    bar: dict[str, Any] = {}
-
-    def update(done: int, total: int) -> None:
-        if "bar" not in bar:
-            bar["bar"] = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)
-        b = bar["bar"]
-        b.total = total
-        b.n = done
-        b.refresh()
-
-    def close() -> None:
-        if "bar" in bar:
-            bar["bar"].close()
-
-    return update, close
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -109,7 +74,7 @@ def print_result(result: RetrievalResult) -> None:
 
 
 async def _cmd_index(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    update, close = _progress_bar("Indexing", "file")
+    update, close = progress_reporter("Indexing", "file")
     try:
         summary = await kb.index_dir(args.directory, progress=update)
     finally:
@@ -153,7 +118,7 @@ async def _follow_job(
     """Wait for a job with a progress bar; Ctrl-C cancels the job (committed work stays)."""
     import asyncio
 
-    update, close = _progress_bar(desc, unit)
+    update, close = progress_reporter(desc, unit)
     try:
         return await kb.wait_job(job["id"], progress=update)
     except asyncio.CancelledError:
@@ -282,7 +247,7 @@ async def _cmd_stats(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 
 async def _cmd_reindex(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    update, close = _progress_bar("Re-embedding", "chunk")
+    update, close = progress_reporter("Re-embedding", "chunk")
     try:
         count = await kb.reindex(progress=update)
     finally:

@@ -1,4 +1,5 @@
-"""How every console command ends: its version string, Ctrl-C and a closed pipe.
+"""What every console command shares: its version string, progress on stderr, and how
+it ends on Ctrl-C and a closed pipe.
 
 Imports nothing heavy, so a command's `--help` and `--version` stay fast. Every
 command exits 130 when interrupted; the other codes are each command's own.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,3 +55,40 @@ def guarded(body: Callable[[], int | None]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the final flush at exit says nothing
         return 0
+
+
+def progress_reporter(
+    desc: str, unit: str
+) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """Progress on stderr driven by `(done, total)` callbacks: a tqdm bar on a terminal,
+    a plain line at most every 5 s (and at the end) in a log."""
+    if not sys.stderr.isatty():
+        state = {"last": 0.0, "shown": (-1, -1)}
+        units = unit[:-1] + "ies" if unit.endswith("y") else unit + "s"
+
+        def line(done: int, total: int) -> None:
+            now = time.monotonic()
+            due = done == total or now - state["last"] >= 5.0
+            if due and state["shown"] != (done, total):
+                print(f"{desc}: {done}/{total} {units}", file=sys.stderr, flush=True)
+                state["last"], state["shown"] = now, (done, total)
+
+        return line, lambda: None
+
+    from tqdm import tqdm
+
+    bar: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        if "bar" not in bar:
+            bar["bar"] = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)
+        b = bar["bar"]
+        b.total = total
+        b.n = done
+        b.refresh()
+
+    def close() -> None:
+        if "bar" in bar:
+            bar["bar"].close()
+
+    return update, close

@@ -109,6 +109,9 @@ def test_defaults_pass_the_committed_baseline(
     printed = capsys.readouterr()
     assert "no regression" in printed.out
     assert "13 reused" in printed.err  # the module's knowledge base was reused, not rebuilt
+    queries = len(load_spec_dataset(DATASET))  # progress: plain lines when not a terminal
+    assert f"Evaluating: {queries}/{queries} queries" in printed.err
+    assert "\r" not in printed.err and "it/s" not in printed.err
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert report["summary"]["queries"] == len(load_spec_dataset(DATASET))
     assert report["baseline_comparison"]["regressed"] is False
