@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_ENV := CHROMADB_PERSIST_DIR=.tmp/demo/chroma_db BM25_PERSIST_DIR=.tmp/demo/bm25_index
 
-.PHONY: setup demo test lint format wheel-check bench clean
+.PHONY: setup demo test lint format wheel-check docs-check bench clean
 
 setup: $(VENV)/.installed
 
@@ -39,6 +39,10 @@ test: lint
 # Build the wheel, install it into a clean venv (offline) and use it outside the repository.
 wheel-check: setup
 	$(BIN)/python scripts/wheel_check.py
+
+# The shell and Python blocks of README.md and docs/ checked against the code (in `make test` too).
+docs-check: setup
+	$(BIN)/python -m pytest -q tests/test_docs_snippets.py
 
 bench: setup
 	$(BIN)/python bench/search_latency.py
