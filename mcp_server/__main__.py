@@ -21,8 +21,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="rag-mcp",
         description="Serve the RAG knowledge base as an MCP server (tools: rag_search, "
-        "rag_add, rag_crawl, rag_delete, rag_stats). Settings come from the environment "
-        "and .env (`python -m rag_app.data env.example` lists every setting).",
+        "rag_read, rag_add, rag_crawl, rag_jobs, rag_refresh, rag_delete, rag_stats). "
+        "Settings come from the environment and .env (`python -m rag_app.data env.example` "
+        "lists every setting).",
     )
     parser.add_argument(
         "--transport",

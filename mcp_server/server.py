@@ -21,8 +21,9 @@ When a question may be answered by that content, call rag_search first and base 
 answer on the passages it returns, citing their `Source:` URLs; do not search for
 greetings or small talk. Narrow a search to one site or folder with `source`. When a
 passage is not enough (the rest of a section, a whole table), call rag_read with the
-hit's Source URL and, optionally, its heading path. rag_add / rag_crawl add pages,
-rag_delete removes a source, rag_stats lists what is stored."""
+hit's Source URL and, optionally, its heading path. rag_add / rag_crawl add pages (a
+crawl runs as a job: follow or cancel it with rag_jobs), rag_refresh re-checks stored
+pages, rag_delete removes a source, rag_stats lists what is stored."""
 
 
 class RagServer(MCPServer[AppContext]):

@@ -374,7 +374,7 @@ async def rag_stats(
 TOOLS = (
     (rag_search, "Search the knowledge base", ToolAnnotations(read_only_hint=True)),
     (rag_add, "Add a web page", ToolAnnotations(open_world_hint=True, idempotent_hint=True)),
-    (rag_crawl, "Crawl a link-index page", ToolAnnotations(open_world_hint=True)),
+    (rag_crawl, "Crawl a site or a link-index page", ToolAnnotations(open_world_hint=True)),
     (rag_delete, "Delete a source", ToolAnnotations(destructive_hint=True)),
     (rag_stats, "Knowledge base statistics", ToolAnnotations(read_only_hint=True)),
     (rag_read, "Read a stored source", ToolAnnotations(read_only_hint=True)),

@@ -108,6 +108,10 @@ async def test_stdio_end_to_end(tmp_path: Path, httpserver: HTTPServer) -> None:
             "rag_search",
             "rag_stats",
         ]
+        described = subprocess.run(  # `rag-mcp --help` names every tool it serves
+            [sys.executable, "-m", "mcp_server", "--help"], capture_output=True, text=True
+        ).stdout
+        assert all(t.name in described for t in tools), described
         assert all(t.input_schema["type"] == "object" and t.output_schema for t in tools)
 
         added = await client.call_tool("rag_add", {"url": castle})

@@ -1,4 +1,4 @@
-"""The five tools through the SDK's in-process client, over a real KnowledgeBase.
+"""The tools through the SDK's in-process client, over a real KnowledgeBase.
 
 Fast: no subprocess. `rag_add` / `rag_crawl` use stand-ins for the KnowledgeBase's page
 fetching where a test needs to control timing (a slow page, a blocked crawl); the real
