@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import logging
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -49,7 +50,12 @@ from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
 from rag_app.index.store import KnowledgeStore, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
-from rag_app.index.vector_salvage import is_damaged_vector_index, salvage
+from rag_app.index.vector_salvage import (
+    is_damaged_vector_index,
+    mark_pending,
+    pending,
+    salvage,
+)
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
 from rag_app.jobs import Job, JobRegistry
 from rag_app.limits import (
@@ -182,6 +188,7 @@ class KnowledgeBase:
         self.model_mismatch: EmbeddingMismatchError | None = None
         self.vectors_set_aside: list[str] = []  # collections whose damaged HNSW was moved
         self._reembedding: asyncio.Task[None] | None = None
+        self._closing = threading.Event()  # a reindex stops at its next batch
         self._write_lock = asyncio.Lock()
         self._writes: set[asyncio.Future[Any]] = set()
         self._jobs = JobRegistry(settle=self._settle)
@@ -199,6 +206,7 @@ class KnowledgeBase:
         `rag reindex` can fix it)."""
         async with self._open_lock:
             if self._store is None:
+                self._closing.clear()
                 try:
                     await asyncio.to_thread(self._open_sync)
                 except EmbeddingMismatchError as err:
@@ -216,13 +224,17 @@ class KnowledgeBase:
     async def _reembed_set_aside(self) -> None:
         """After a damaged vector index was set aside: embed every chunk again from its
         stored text (searches keep working meanwhile: BM25 fully, vectors as they return)."""
+        logger.warning("Embedding the chunks again after the vector index was set aside.")
         try:
             count = await self.reindex()
         except Exception as err:  # e.g. the embedding provider is down: say how to finish
-            logger.error("Re-embedding after the vector index was set aside failed (%s); "
-                         "run `rag reindex` to finish it.", err)  # fmt: skip
+            if self._closing.is_set():
+                logger.warning("Re-embedding paused (the store is closing); the next start "
+                               "resumes it.")  # fmt: skip
+            else:
+                logger.error("Re-embedding after the vector index was set aside failed (%s); "
+                             "the next start tries again, or run `rag reindex`.", err)  # fmt: skip
             return
-        self.vectors_set_aside = []
         logger.warning("Re-embedded %d chunks after the vector index was set aside.", count)
 
     def _open_sync(self, check_model: bool = True) -> None:
@@ -249,7 +261,9 @@ class KnowledgeBase:
                 if not damaged:
                     raise
                 store = self._open_store(client, bm25, dim, check_model, t)
-                self.vectors_set_aside = damaged
+                mark_pending(s.chromadb_persist_dir, damaged)
+            if not s.chroma_host and self._client is None:
+                self.vectors_set_aside = pending(s.chromadb_persist_dir)
         except BaseException:
             if self._owner_lock is not None:  # a failed open must not keep the store locked
                 self._owner_lock.release()
@@ -631,10 +645,10 @@ class KnowledgeBase:
     async def cancel_jobs(self) -> None:
         """Cancel every running job (the owner is closing)."""
         await self._jobs.cancel_all()
-        if self._reembedding is not None and not self._reembedding.done():
-            self._reembedding.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reembedding
+        self._closing.set()  # a reindex in a worker thread ends at its next batch
+        if self._reembedding is not None:
+            await self._reembedding
+            self._reembedding = None
 
     @property
     def running_jobs(self) -> int:
@@ -1029,6 +1043,9 @@ class KnowledgeBase:
         async with self._write_lock:
             count = await asyncio.to_thread(self._reindex_sync, progress)
         self.model_mismatch = None
+        if self.vectors_set_aside:  # every vector is new: nothing set aside is pending now
+            self.vectors_set_aside = []
+            mark_pending(self.settings.chromadb_persist_dir, [])
         if self.settings.embedding_provider == "builtin":
             await asyncio.to_thread(self._warm_up)
         return count
@@ -1055,6 +1072,8 @@ class KnowledgeBase:
         nodes = list(store.chroma.iter_nodes())
         batch = 64
         for start in range(0, len(nodes), batch):
+            if self._closing.is_set():  # the old collection stays; the new one is a leftover
+                raise StoreUnavailableError("The reindex stopped: the store is closing.")
             part = nodes[start : start + batch]
             vectors = self.embed_model.get_text_embedding_batch([embed_text(n) for n in part])
             for node, vec in zip(part, vectors, strict=True):

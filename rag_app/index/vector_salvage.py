@@ -11,6 +11,7 @@ the stored text. The folder is moved, never deleted, so nothing is lost for good
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import time
@@ -23,6 +24,7 @@ from chromadb.api.shared_system_client import SharedSystemClient
 logger = logging.getLogger(__name__)
 
 ASIDE_DIR = "damaged-vector-index"
+PENDING = "reembed-pending.json"  # collections whose vectors are still to be embedded again
 
 
 def is_damaged_vector_index(err: BaseException) -> bool:
@@ -81,3 +83,25 @@ def salvage(persist_dir: str | Path) -> tuple[ClientAPI, list[str]]:
             ", ".join(str(p) for p in moved) or "(nothing to move)",
         )
     return chromadb.PersistentClient(path=str(persist_dir)), names
+
+
+def mark_pending(persist_dir: str | Path, names: list[str]) -> None:
+    """Remember (or, with no names, forget) which collections still need their vectors
+    embedded again, so a stop before the end resumes the work at the next start."""
+    path = Path(persist_dir) / ASIDE_DIR / PENDING
+    if not names:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(sorted(set(names) | set(pending(persist_dir)))), encoding="utf-8")
+    tmp.replace(path)
+
+
+def pending(persist_dir: str | Path) -> list[str]:
+    """The collections `mark_pending` recorded (none when unreadable)."""
+    try:
+        names = json.loads((Path(persist_dir) / ASIDE_DIR / PENDING).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []

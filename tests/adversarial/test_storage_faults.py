@@ -6,8 +6,10 @@ orphan source record, and the store works again as soon as the cause is gone.
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -108,8 +110,6 @@ def test_a_full_disk_is_one_sentence_and_loses_nothing(tmp_path: Path) -> None:
 def _persist_hnsw_then_drop_the_filler(chroma_dir: Path) -> Path:
     """Past Chroma's sync threshold (1,000 writes) its HNSW files hold the vectors; add
     and delete that many filler chunks so they do, and return the chunk index's folder."""
-    import sqlite3
-
     import chromadb
     import numpy as np
     from chromadb.api.shared_system_client import SharedSystemClient
@@ -156,7 +156,17 @@ def test_a_damaged_vector_index_is_set_aside_and_embedded_again(tmp_path: Path) 
     assert report["vector_checked"] == report["chunks"] and report["unfindable_by_vector"] == 0
     found = rag_json(env, "search", "xi2の説明 その1", "--mode", "vector")
     assert notes[2].as_uri() in {h["source_url"] for h in found["hits"]}
+    aside_root = tmp_path / "chroma_db" / "damaged-vector-index"
+    assert not (aside_root / "reembed-pending.json").exists()  # done: nothing pending
     assert rag(env, "service", "stop").returncode == 0
-    assert rag_json(env, "stats")["total_chunks"] == before["total_chunks"]  # next start
+    # a stop before the end leaves the work pending: the next start resumes it
+    with sqlite3.connect(tmp_path / "chroma_db" / "chroma.sqlite3") as db:
+        (current,) = db.execute(
+            "SELECT name FROM collections WHERE name LIKE 'knowledge\\_\\_%' ESCAPE '\\'"
+        ).fetchone()
+    (aside_root / "reembed-pending.json").write_text(json.dumps([current]), encoding="utf-8")
+    again = rag_json(env, "check")
+    assert again["unfindable_by_vector"] == 0 and again["chunks"] == before["total_chunks"]
+    assert not (aside_root / "reembed-pending.json").exists()
     log = (tmp_path / "chroma_db" / ".rag-service.log").read_text()
-    assert "set aside" in log and "Re-embedded" in log
+    assert "set aside" in log and log.count("Re-embedded") == 2, log[-2000:]
