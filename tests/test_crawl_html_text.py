@@ -208,7 +208,7 @@ def test_catastrophic_pattern_is_linear() -> None:
     assert pattern is not None
     started = time.perf_counter()
     assert not pattern.search("a" * 50_000 + "b")
-    assert time.perf_counter() - started < 1
+    assert time.perf_counter() - started < 5  # backtracking would take far longer than that
 
 
 # -- hostile pages -----------------------------------------------------------------------------

@@ -338,7 +338,7 @@ async def test_multi_megabyte_robots_txt_is_handled_quickly(shape: str) -> None:
     started = time.perf_counter()
     assert await cache.allowed(f"https://h.test{blocked}") == (False, None)
     assert await cache.allowed("https://h.test/elsewhere") == (True, None)
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 10  # the unbounded parse takes minutes
 
 
 async def test_fractional_crawl_delay_reaches_the_caller() -> None:

@@ -216,7 +216,7 @@ def test_runs_of_sentence_columns_are_rejected_in_linear_time() -> None:
     )
     started = time.perf_counter()
     assert find_tables((block * 3_000).split("\n")) == []  # ~260 KB, 9,000 lines
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 10  # quadratic work would take minutes
 
 
 def test_row_key_skips_an_index_column() -> None:
