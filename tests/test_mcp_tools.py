@@ -409,10 +409,6 @@ async def test_failed_open_is_a_tool_error_and_the_next_call_retries(
     assert attempts >= 2
 
 
-@pytest.mark.skipif(
-    not hasattr(KnowledgeBase, "ingest_page"),
-    reason="KnowledgeBase.ingest_page has not landed yet (rag_app/knowledge.py)",
-)
 async def test_private_address_is_refused_by_default(
     kb: KnowledgeBase, settings: RAGSettings
 ) -> None:
