@@ -643,7 +643,8 @@ class KnowledgeBase:
         return (await self._jobs.cancel(job_id)).to_dict()
 
     async def cancel_jobs(self) -> None:
-        """Cancel every running job (the owner is closing)."""
+        """Cancel every running job and end a reindex at its next batch (the owner is
+        closing): nothing keeps writing once ownership is given up."""
         await self._jobs.cancel_all()
         self._closing.set()  # a reindex in a worker thread ends at its next batch
         if self._reembedding is not None:
@@ -1086,7 +1087,7 @@ class KnowledgeBase:
 
     async def aclose(self) -> None:
         """Close the crawler and give up ownership (every write is already durable)."""
-        await self._jobs.cancel_all()
+        await self.cancel_jobs()
         if self._crawler is not None:
             await self._crawler.close()
             self._crawler = None

@@ -65,15 +65,21 @@ def assert_same_top(got: list[tuple[str, float]], want: list[tuple[str, float]],
         assert sure <= {i for i, _ in got}
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_pruned_search_equals_scoring_every_document(seed: int) -> None:
-    rng = random.Random(seed)
+def indexed_pages(rng: random.Random, pages: int) -> tuple[BM25Index, dict[str, BM25Document]]:
+    """An index of `pages` sources of 10 chunks each, and the chunks it holds by id."""
     index = BM25Index(None, tokenizer=space_tokenizer)
     docs: dict[str, BM25Document] = {}
-    for page in range(120):
+    for page in range(pages):
         batch = [make_doc(rng, f"p{page}#{i}", f"https://s.test/{page}") for i in range(10)]
         index.add(batch)
         docs.update((d.id, d) for d in batch)
+    return index, docs
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_pruned_search_equals_scoring_every_document(seed: int) -> None:
+    rng = random.Random(seed)
+    index, docs = indexed_pages(rng, 120)
     for page in rng.sample(range(120), 15):  # tombstones
         index.delete_source(f"https://s.test/{page}")
         docs = {i: d for i, d in docs.items() if d.source != f"https://s.test/{page}"}
@@ -93,12 +99,7 @@ def test_pruned_search_equals_scoring_every_document(seed: int) -> None:
 
 def test_scoped_search_equals_scoring_the_scope() -> None:
     rng = random.Random(5)
-    index = BM25Index(None, tokenizer=space_tokenizer)
-    docs: dict[str, BM25Document] = {}
-    for page in range(60):
-        batch = [make_doc(rng, f"p{page}#{i}", f"https://s.test/{page}") for i in range(10)]
-        index.add(batch)
-        docs.update((d.id, d) for d in batch)
+    index, docs = indexed_pages(rng, 60)
     for scope in (["https://s.test/3"], [f"https://s.test/{p}" for p in range(40)]):
         for _ in range(40):
             query = " ".join(rng.choices(WORDS, WEIGHTS, k=rng.randint(1, 4)))
