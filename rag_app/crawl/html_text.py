@@ -22,6 +22,7 @@ from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, T
 from bs4.element import CData, PageElement, ProcessingInstruction
 
 from rag_app.crawl.links import canonical_link, raw_links, robots_directives
+from rag_app.crawl.tag_index import TagIndex
 from rag_app.limits import MAX_TITLE_CHARS, shorten
 
 _DROP_ALWAYS = (
@@ -144,10 +145,10 @@ def _has_ancestor(tag: Tag, names: frozenset[str], memo: dict[int, bool]) -> boo
     return answer
 
 
-def _holding(soup: BeautifulSoup, names: frozenset[str]) -> set[int]:
+def _holding(tags: TagIndex, names: frozenset[str]) -> set[int]:
     """ids of the elements that have a descendant named in `names` (each walked up once)."""
     holding: set[int] = set()
-    for tag in soup.find_all(names):
+    for tag in tags.named(names):
         node = tag.parent
         while node is not None and id(node) not in holding:
             holding.add(id(node))
@@ -155,34 +156,22 @@ def _holding(soup: BeautifulSoup, names: frozenset[str]) -> set[int]:
     return holding
 
 
-def _remove_boilerplate(soup: BeautifulSoup) -> None:
-    for tag in soup.find_all(_DROP_ALWAYS):
-        tag.decompose()
-    for tag in soup.find_all(attrs={"hidden": True}):
-        tag.decompose()
-    for tag in soup.find_all(attrs={"aria-hidden": "true"}):
-        tag.decompose()
+def _remove_boilerplate(tags: TagIndex) -> None:
+    tags.remove(tags.named(_DROP_ALWAYS))
+    tags.remove([t for t in tags.live() if "hidden" in t.attrs or t.get("aria-hidden") == "true"])
     memo: dict[int, bool] = {}
-    for tag in soup.find_all("header"):
-        # A header inside <article>/<main> usually holds the page title: keep it.
-        if not _has_ancestor(tag, _CONTENT_REGIONS, memo):
-            tag.decompose()
+    # A header inside <article>/<main> usually holds the page title: keep it.
+    tags.remove([t for t in tags.named("header") if not _has_ancestor(t, _CONTENT_REGIONS, memo)])
     # Some sites wrap the whole page in one <form>; keep forms that hold content.
-    with_content = _holding(soup, _FORM_CONTENT)
-    for tag in soup.find_all("form"):
-        if id(tag) not in with_content:
-            tag.decompose()
+    with_content = _holding(tags, _FORM_CONTENT)
+    tags.remove([t for t in tags.named("form") if id(t) not in with_content])
 
 
-def _main_region(soup: BeautifulSoup) -> Tag:
-    articles = soup.find_all("article")
+def _main_region(soup: BeautifulSoup, tags: TagIndex) -> Tag:
+    articles = tags.named("article")
     if len(articles) == 1:
         return articles[0]
-    main = soup.find("main")
-    if isinstance(main, Tag):
-        return main
-    body = soup.find("body")
-    return body if isinstance(body, Tag) else soup
+    return tags.first("main") or tags.first("body") or soup
 
 
 def _children_of(tag: Tag, enter: Callable[[Tag], bool]) -> Iterator[PageElement]:
@@ -473,29 +462,30 @@ def _render_definitions(tag: Tag) -> str:
     return "\n".join(lines)
 
 
-def _title(soup: BeautifulSoup) -> str:
-    title = soup.find("title")
-    if isinstance(title, Tag):
+def _title(tags: TagIndex) -> str:
+    title = tags.first("title")
+    if title is not None:
         text = collapse(title.get_text())
         if text:
             return cap_title(text)
-    h1 = soup.find("h1")
-    return cap_title(_inline_text(h1)) if isinstance(h1, Tag) else ""
+    h1 = tags.first("h1")
+    return cap_title(_inline_text(h1)) if h1 is not None else ""
 
 
 def html_to_text(html: str, url: str = "") -> ExtractedText:
     """Extract the title and the main content of an HTML document as structured text;
     with the page's `url`, also its links (before navigation is dropped) and hints."""
     soup = BeautifulSoup(html, "html.parser")
-    title = _title(soup)
+    tags = TagIndex(soup)
+    title = _title(tags)
     links: tuple[str, ...] = ()
     canonical = None
     if url:
-        links = tuple(raw_links(soup, url))
-        canonical = canonical_link(soup, url)
-    robots = robots_directives(soup)
-    _remove_boilerplate(soup)
-    text = _render_blocks(_main_region(soup))
+        links = tuple(raw_links(tags, url))
+        canonical = canonical_link(tags, url)
+    robots = robots_directives(tags)
+    _remove_boilerplate(tags)
+    text = _render_blocks(_main_region(soup, tags))
     return ExtractedText(title, text, links, canonical, robots)
 
 

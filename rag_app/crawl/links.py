@@ -17,6 +17,7 @@ from bs4 import BeautifulSoup, Tag
 
 from rag_app.crawl.exceptions import InvalidPatternError
 from rag_app.crawl.pages import IndexLinks
+from rag_app.crawl.tag_index import TagIndex
 from rag_app.crawl.url_safety import AddressPolicy, parse_url
 from rag_app.errors import UrlRefusedError
 from rag_app.limits import MAX_PATTERN_CHARS
@@ -69,20 +70,21 @@ def compile_pattern(pattern: str) -> UrlPattern | None:
     )
 
 
-def raw_links(html: str | BeautifulSoup, page_url: str) -> list[str]:
+def raw_links(html: str | BeautifulSoup | TagIndex, page_url: str) -> list[str]:
     """Absolute link targets in document order, resolved against `<base href>` if present.
 
     `rel="nofollow"` links are left out: the site asks crawlers not to follow them.
     """
-    soup = html if isinstance(html, BeautifulSoup) else BeautifulSoup(html, "html.parser")
+    tags = _index(html)
     base_url = page_url
-    base = soup.find("base", href=True)
+    bases = tags.having("base", "href")
+    base = bases[0] if bases else None
     if isinstance(base, Tag):
         candidate = urljoin(page_url, str(base["href"]).strip())
         if urlsplit(candidate).scheme in ("http", "https"):
             base_url = candidate
     links: list[str] = []
-    for anchor in soup.find_all("a", href=True):
+    for anchor in tags.having("a", "href"):
         href = str(anchor["href"]).strip()
         if not href or href.startswith("#") or href.lower().startswith(_NON_PAGE_SCHEMES):
             continue
@@ -98,9 +100,15 @@ def _rel(tag: Tag) -> list[str]:
     return [str(v).lower() for v in values]
 
 
-def canonical_link(soup: BeautifulSoup, page_url: str) -> str | None:
+def _index(page: str | BeautifulSoup | TagIndex) -> TagIndex:
+    if isinstance(page, TagIndex):
+        return page
+    return TagIndex(page if isinstance(page, BeautifulSoup) else BeautifulSoup(page, "html.parser"))
+
+
+def canonical_link(page: BeautifulSoup | TagIndex, page_url: str) -> str | None:
     """The absolute `<link rel="canonical" href>` of a page (http/https only), or None."""
-    for link in soup.find_all("link", href=True):
+    for link in _index(page).having("link", "href"):
         if "canonical" in _rel(link):
             target = urljoin(page_url, str(link["href"]).strip())
             if urlsplit(target).scheme in ("http", "https"):
@@ -109,10 +117,10 @@ def canonical_link(soup: BeautifulSoup, page_url: str) -> str | None:
     return None
 
 
-def robots_directives(soup: BeautifulSoup) -> frozenset[str]:
+def robots_directives(page: BeautifulSoup | TagIndex) -> frozenset[str]:
     """`<meta name="robots" content="noindex, nofollow">` values, lower case."""
     found: set[str] = set()
-    for meta in soup.find_all("meta", attrs={"name": True, "content": True}):
+    for meta in _index(page).having("meta", "name", "content"):
         if str(meta["name"]).strip().lower() in ("robots", "rag-knowledge"):
             found.update(part.strip().lower() for part in str(meta["content"]).split(","))
     return frozenset(found - {""})
