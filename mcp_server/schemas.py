@@ -206,6 +206,9 @@ class JobOut(BaseModel):
     total: int
     error: str
     result: dict[str, Any] = Field(description="The summary (partial while running).")
+    attempt: int = Field(
+        1, description="1, or 2+ when a restarted store service runs an unfinished job again."
+    )
 
 
 class JobsOutput(BaseModel):

@@ -172,6 +172,8 @@ async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 def _job_line(job: dict[str, Any]) -> str:
     total = f"/{job['total']}" if job["total"] else ""
     line = f"{job['id']}  {job['kind']:<8} {job['state']:<9} {job['done']}{total}  {job['target']}"
+    if job.get("attempt", 1) > 1:
+        line += f"  (resumed after a restart, attempt {job['attempt']})"
     if job["error"]:
         line += f"  ({job['error']})"
     return line

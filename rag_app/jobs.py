@@ -4,7 +4,8 @@ A job runs as an asyncio task in the owner process; any client lists jobs with t
 progress, waits for one, or cancels one. Cancelling stops a job at its next await
 (within a second or two: fetches are cancelled, a store write in progress is finished
 first), and keeps every page committed before it. Finished jobs are kept for a while
-so their summary can still be read.
+so their summary can still be read. With a journal (the store service keeps one), a job
+the owner did not finish is run again under its id by the next owner.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_app.errors import RAGError
+from rag_app.job_journal import JobJournal
 
 logger = logging.getLogger(__name__)
 
 KEEP_FINISHED = 50
 """Finished jobs remembered (the oldest are forgotten first)."""
 CANCEL_WAIT_SEC = 2.0
+MAX_ATTEMPTS = 3
+"""Starts a journaled job gets: one that brought its owner down this often is dropped."""
 Progress = Callable[[int, int], None]
 Work = Callable[[Progress, "Job"], Awaitable[dict[str, Any]]]
 """A job's body: gets a progress callback and its job (to publish a live summary in)."""
@@ -52,6 +56,8 @@ class Job:
     live: Any = field(default=None, repr=False)
     """The summary object the work fills in as it goes (anything with `to_dict()`)."""
     error: str = ""
+    attempt: int = 1
+    """1 for a new job; 2 or more when a restarted owner runs it again."""
     task: asyncio.Task[Any] | None = field(default=None, repr=False)
     changed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
@@ -67,6 +73,7 @@ class Job:
             "finished_at": self.finished_at,
             "result": self.summary(),
             "error": self.error,
+            "attempt": self.attempt,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -91,17 +98,34 @@ class JobRegistry:
         self._jobs: dict[str, Job] = {}
         self._settle = settle
         """Waits for writes a cancelled job had under way (they finish, and are counted)."""
+        self.journal: JobJournal | None = None
+        """Where unfinished jobs are recorded (set by a long-lived owner)."""
+        self._stopping = False
 
     @property
     def running(self) -> int:
         """How many jobs are running."""
         return sum(job.running for job in self._jobs.values())
 
-    def start(self, kind: str, target: str, work: Work) -> Job:
-        """Run `work` in the background as a new job."""
-        job = Job(id=secrets.token_hex(4), kind=kind, target=target)
+    def start(
+        self,
+        kind: str,
+        target: str,
+        work: Work,
+        *,
+        spec: dict[str, Any] | None = None,
+        job_id: str | None = None,
+        attempt: int = 1,
+    ) -> Job:
+        """Run `work` in the background as a new job; with `spec` (what runs it again) it
+        is journaled until it ends, so that a restarted owner resumes it."""
+        job = Job(id=job_id or secrets.token_hex(4), kind=kind, target=target, attempt=attempt)
+        self._stopping = False
         self._jobs[job.id] = job
         self._forget_old()
+        journal = self.journal if spec is not None else None
+        if journal is not None:
+            journal.record(job.id, {**(spec or {}), "kind": kind, "attempt": attempt})
 
         def progress(done: int, total: int) -> None:
             job.done, job.total = done, total
@@ -121,6 +145,8 @@ class JobRegistry:
                 job.error = f"Unexpected error ({type(err).__name__}); see the service log."
             finally:
                 job.finished_at = time.time()
+                if journal is not None and not (job.state == "cancelled" and self._stopping):
+                    journal.remove(job.id)  # ended; a job cut off by a shutdown stays
                 job._touch()
 
         job.task = asyncio.create_task(run())
@@ -175,7 +201,9 @@ class JobRegistry:
         return job
 
     async def cancel_all(self) -> None:
-        """Cancel every running job (the owner is stopping)."""
+        """Cancel every running job (the owner is stopping: journaled jobs stay recorded,
+        for the next owner to resume)."""
+        self._stopping = True
         for job in self.list():
             if job.running:
                 await self.cancel(job.id)
@@ -187,4 +215,4 @@ class JobRegistry:
             del self._jobs[job.id]
 
 
-__all__ = ["CANCEL_WAIT_SEC", "Job", "JobRegistry", "UnknownJobError"]
+__all__ = ["CANCEL_WAIT_SEC", "MAX_ATTEMPTS", "Job", "JobRegistry", "UnknownJobError"]

@@ -57,7 +57,8 @@ from rag_app.index.vector_salvage import (
     salvage,
 )
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
-from rag_app.jobs import Job, JobRegistry
+from rag_app.job_journal import JobJournal
+from rag_app.jobs import MAX_ATTEMPTS, Job, JobRegistry
 from rag_app.limits import (
     MAX_CRAWL_PAGES,
     MAX_QUERY_CHARS,
@@ -67,7 +68,7 @@ from rag_app.limits import (
     shorten,
 )
 from rag_app.local_files import scan_dir
-from rag_app.owner_lock import StoreOwnerLock
+from rag_app.owner_lock import StoreOwnerLock, state_dirs
 from rag_app.parsing.metadata_modes import ApplyMetadataModes
 from rag_app.parsing.router import StructuredNodeParser
 from rag_app.passages import PASSAGE_REACH, Piece, expand_hits, page, reading_text
@@ -599,7 +600,13 @@ class KnowledgeBase:
 
     # --- jobs: long crawls and refreshes in the background ---------------------
     async def start_crawl(
-        self, url: str, pattern: str = "", *, options: CrawlOptions | None = None
+        self,
+        url: str,
+        pattern: str = "",
+        *,
+        options: CrawlOptions | None = None,
+        job_id: str | None = None,
+        attempt: int = 1,
     ) -> dict[str, Any]:
         """Start a crawl job and return it at once (bad arguments fail here, not later)."""
         await self.open()
@@ -612,9 +619,12 @@ class KnowledgeBase:
             )
             return summary.to_dict()
 
-        return self._jobs.start("crawl", start, work).to_dict()
+        spec = {"url": url, "pattern": pattern, "options": dataclasses.asdict(options)}
+        return self._jobs.start(
+            "crawl", start, work, spec=spec, job_id=job_id, attempt=attempt
+        ).to_dict()
 
-    async def start_refresh(self) -> dict[str, Any]:
+    async def start_refresh(self, *, job_id: str | None = None, attempt: int = 1) -> dict[str, Any]:
         """Start a refresh job (see `refresh`) and return it at once."""
         await self.open()
 
@@ -623,7 +633,49 @@ class KnowledgeBase:
             await self.refresh(progress=progress, summary=summary)
             return summary.to_dict()
 
-        return self._jobs.start("refresh", "stored web pages", work).to_dict()
+        return self._jobs.start(
+            "refresh", "stored web pages", work, spec={}, job_id=job_id, attempt=attempt
+        ).to_dict()
+
+    async def resume_jobs(self) -> list[str]:
+        """Keep a record of running jobs from now on, and start again the jobs a previous
+        owner of this store did not finish (same ids). Returns the ids resumed."""
+        dirs = state_dirs(self.settings)
+        if not dirs:
+            return []
+        journal = JobJournal(dirs[0])
+        self._jobs.journal = journal
+        resumed: list[str] = []
+        if self.model_mismatch is not None:  # nothing can be embedded until `rag reindex`
+            return resumed
+        for job_id, spec in journal.pending().items():
+            attempt = int(spec.get("attempt", 1)) + 1
+            kind = spec.get("kind")
+            if attempt > MAX_ATTEMPTS:
+                logger.error(
+                    "Job %s (%s) was started %d times without finishing; dropped (start it "
+                    "again by hand).", job_id, kind, attempt - 1,
+                )  # fmt: skip
+                journal.remove(job_id)
+                continue
+            try:
+                if kind == "crawl":
+                    options = CrawlOptions(**spec.get("options", {}))
+                    await self.start_crawl(
+                        str(spec["url"]), str(spec.get("pattern", "")), options=options,
+                        job_id=job_id, attempt=attempt,
+                    )  # fmt: skip
+                elif kind == "refresh":
+                    await self.start_refresh(job_id=job_id, attempt=attempt)
+                else:
+                    raise RAGError(f"unknown job kind {kind!r}")
+            except (RAGError, KeyError, TypeError, ValueError) as err:
+                logger.error("Job %s (%s) could not be resumed: %s", job_id, kind, err)
+                journal.remove(job_id)
+                continue
+            logger.warning("Resumed job %s (%s), attempt %d.", job_id, kind, attempt)
+            resumed.append(job_id)
+        return resumed
 
     async def jobs(self) -> list[dict[str, Any]]:
         """Running and recent jobs, running ones first."""

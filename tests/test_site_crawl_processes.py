@@ -4,6 +4,7 @@ all clients of one store owner, against a static site served on loopback."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import time
@@ -11,7 +12,16 @@ from pathlib import Path
 
 from rag_app.crawl.scope import page_key
 from tests.docs_site import IN_SCOPE
-from tests.processes import rag, rag_async, rag_json, rag_mcp, store_env, text_of
+from tests.processes import (
+    owner_pid,
+    rag,
+    rag_async,
+    rag_json,
+    rag_mcp,
+    store_env,
+    text_of,
+    wait_gone,
+)
 from tests.static_site import StaticSite
 
 
@@ -118,5 +128,41 @@ def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
         assert job["state"] == "cancelled", job
         kept = stored_keys(env, site)
         assert 1 <= len(kept) < len(EXPECTED) and job["result"]["pages_crawled"] == len(kept)
+    finally:
+        rag(env, "service", "stop")
+
+
+def test_a_crawl_cut_off_by_a_killed_owner_is_resumed_by_the_next_one(
+    tmp_path: Path, site: StaticSite
+) -> None:
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.5")
+    try:
+        started = rag(
+            env, "crawl", site.url("/docs/"), "--max-depth", "10", "-x", "_static", "--background"
+        )
+        assert started.returncode == 0, started.stderr
+        found = re.search(r"ジョブ ([0-9a-f]{8})", started.stdout)
+        assert found, started.stdout
+        job_id = found.group(1)
+        deadline = time.monotonic() + 60
+        while not [j for j in rag_json(env, "jobs") if j["result"].get("pages_crawled")]:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        pid = owner_pid(env)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)  # mid-crawl: the job never ended
+        wait_gone(pid)
+
+        listed = rag_json(env, "jobs")  # a new owner starts, and runs the job again
+        assert [(j["id"], j["attempt"]) for j in listed] == [(job_id, 2)], listed
+        waited = rag(env, "jobs", "--wait", job_id, "--json")
+        assert waited.returncode == 0, waited.stderr
+        assert json.loads(waited.stdout)["state"] == "done", waited.stdout
+        assert stored_keys(env, site) == EXPECTED
+
+        rag(env, "service", "stop")  # a finished job is not run again by the next owner
+        assert all(j["id"] != job_id for j in rag_json(env, "jobs"))
+        check = rag(env, "check")
+        assert check.returncode == 0 and check.stdout.startswith("consistent"), check.stdout
     finally:
         rag(env, "service", "stop")

@@ -147,6 +147,10 @@ class StoreService:
         gc.collect()
         gc.freeze()  # the loaded index is long-lived: keep the cyclic GC from rescanning it
         self.ready.set()
+        try:
+            await kb.resume_jobs()  # crawls and refreshes a previous owner did not finish
+        except Exception:  # the store is open and serving: a bad job record must not stop it
+            logger.exception("Unfinished jobs could not be resumed.")
 
     async def _idle_watch(self) -> None:
         """Stop after RAG_SERVICE_IDLE_SEC without requests (0 = never)."""

@@ -1,0 +1,45 @@
+"""The job journal: unfinished jobs survive their owner; ended ones are forgotten."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from rag_app.job_journal import JOURNAL_FILE, JobJournal
+from rag_app.jobs import Job, JobRegistry, Progress
+
+
+async def _forever(_progress: Progress, _job: Job) -> dict[str, Any]:
+    await asyncio.sleep(3600)
+    return {}
+
+
+async def _quick(_progress: Progress, _job: Job) -> dict[str, Any]:
+    return {"ok": 1}
+
+
+async def test_only_jobs_cut_off_by_a_shutdown_stay_recorded(tmp_path: Path) -> None:
+    registry = JobRegistry()
+    registry.journal = JobJournal(tmp_path)
+    done = registry.start("crawl", "a", _quick, spec={"url": "a"})
+    user = registry.start("crawl", "b", _forever, spec={"url": "b"})
+    cut = registry.start("refresh", "c", _forever, spec={}, job_id="cafe0001", attempt=2)
+    plain = registry.start("crawl", "d", _forever)  # no spec: never recorded
+    assert set(registry.journal.pending()) == {done.id, user.id, cut.id}
+    await registry.wait(done)
+    await registry.cancel(user.id)  # a user's cancel ends the job for good
+    await registry.cancel_all()  # the owner stops: the rest stay, for the next owner
+    assert registry.journal.pending() == {"cafe0001": {"kind": "refresh", "attempt": 2}}
+    assert plain.state == "cancelled" and cut.to_dict()["attempt"] == 2
+
+
+def test_an_unreadable_record_is_set_aside_not_fatal(tmp_path: Path) -> None:
+    (tmp_path / JOURNAL_FILE).write_text("{not json", encoding="utf-8")
+    journal = JobJournal(tmp_path)
+    assert journal.pending() == {}
+    assert (tmp_path / (JOURNAL_FILE + ".unreadable")).exists()
+    journal.record("beef0002", {"kind": "crawl", "url": "u"})
+    assert JobJournal(tmp_path).pending() == {"beef0002": {"kind": "crawl", "url": "u"}}
+    (tmp_path / JOURNAL_FILE).write_text('["a list"]', encoding="utf-8")
+    assert journal.pending() == {}
