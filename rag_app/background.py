@@ -2,11 +2,12 @@
 
 Parsing, chunking and BM25 tokenising run in the ingest lane (two threads), off the
 event loop and off the threads searches use. Only the document embedding lane
-(`rag_app.embedding.builtin`) runs at the lowest CPU priority (Linux `nice 19`,
-inherited by its OpenMP threads): its work is C code that holds no Python lock. The
-ingest lane stays at normal priority on purpose: its Python code holds the GIL, and a
-low-priority thread holding the GIL makes every search wait (priority inversion,
-measured: p95 went up, not down).
+(`rag_app.embedding.builtin`) may run at a lower CPU priority (Linux nice,
+`RAG_INGEST_NICE`, inherited by its OpenMP threads; default 0: nice 19 sped up searches
+during an ingest a little but let any other busy program starve a crawl): its work is
+C code that holds no Python lock. The ingest lane stays at normal priority on purpose:
+its Python code holds the GIL, and a low-priority thread holding the GIL makes every
+search wait (priority inversion, measured: p95 went up, not down).
 """
 
 from __future__ import annotations
@@ -24,11 +25,21 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+_ingest_nice = 0
+
+
+def set_ingest_nice(nice: int) -> None:
+    """The priority `lower_priority` gives (`RAG_INGEST_NICE`); set before the lane starts."""
+    global _ingest_nice
+    _ingest_nice = max(0, min(19, nice))
+
+
 def lower_priority() -> None:
-    """Run this thread (and the threads it starts) at the lowest CPU priority."""
-    if sys.platform.startswith("linux"):
+    """Run this thread (and the threads it starts) at the ingest priority
+    (`RAG_INGEST_NICE`; 0, the default, leaves it as it is)."""
+    if sys.platform.startswith("linux") and _ingest_nice:
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _ingest_nice)
 
 
 INGEST_LANE = ThreadPoolExecutor(2, thread_name_prefix="ingest")

@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rag_app.limits import MAX_CHUNKS_PER_SOURCE_DEFAULT
+
 EmbeddingProvider = Literal["builtin", "local", "online"]
 BUILTIN_MODEL_NAME = "multilingual-e5-small"
 DEFAULT_LMSTUDIO_BASE_URL = "http://localhost:1234/v1"
@@ -42,6 +44,7 @@ class RAGSettings(BaseSettings):
     embedding_batch_size: int = Field(100, ge=1, le=100)
     embedding_timeout_sec: float = Field(60.0, gt=0, le=3600)
     embedding_max_retries: int = Field(3, ge=0, le=10)
+    rag_ingest_nice: int = Field(0, ge=0, le=19)
     lmstudio_base_url: str = DEFAULT_LMSTUDIO_BASE_URL
     openai_api_key: str = ""
     openai_base_url: str | None = None
@@ -57,7 +60,7 @@ class RAGSettings(BaseSettings):
     rag_chunk_size: int = Field(200, ge=20, le=8000)
     rag_chunk_overlap: int = Field(30, ge=0, le=7999)
     rag_parse_timeout_sec: float = Field(30.0, gt=0, le=3600)
-    rag_max_chunks_per_source: int = Field(1000, ge=1, le=1_000_000)
+    rag_max_chunks_per_source: int = Field(MAX_CHUNKS_PER_SOURCE_DEFAULT, ge=1, le=1_000_000)
     rag_code_block_chars: int = Field(1200, ge=100, le=8000)
     rag_embed_context: bool = True
 

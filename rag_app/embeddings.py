@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rag_app.background import set_ingest_nice
 from rag_app.config import RAGSettings, SettingsError
 from rag_app.embedding.base import ProviderEmbedding
 from rag_app.embedding.builtin import BuiltinE5Embedding
@@ -28,6 +29,7 @@ def get_embed_model(settings: RAGSettings) -> ProviderEmbedding:
     """The configured provider as a LlamaIndex `BaseEmbedding` (with probe + dimension)."""
     provider = settings.embedding_provider
     if provider == "builtin":
+        set_ingest_nice(settings.rag_ingest_nice)
         return BuiltinE5Embedding()
     if provider == "local":
         return _local(settings)

@@ -11,7 +11,7 @@ TOKENIZER_PIECE_CHARS = 20_000  # MeCab is fed text in pieces no longer than thi
 MAX_TITLE_CHARS = 200  # a page title, as prefixed to every chunk of the page
 MAX_HEADING_CHARS = 200  # one heading
 MAX_PATH_CHARS = 500  # a whole heading path (breadcrumb)
-MAX_CHUNKS_PER_SOURCE_DEFAULT = 1000  # RAG_MAX_CHUNKS_PER_SOURCE
+MAX_CHUNKS_PER_SOURCE_DEFAULT = 5000  # RAG_MAX_CHUNKS_PER_SOURCE
 ELLIPSIS = "…"
 
 

@@ -11,6 +11,7 @@ import pytest
 from rag_app.config import RAGSettings
 from rag_app.errors import EmbeddingMismatchError, EmptyQueryError, RAGError, UnknownSourceError
 from rag_app.knowledge import KnowledgeBase
+from rag_app.limits import MAX_CHUNKS_PER_SOURCE_DEFAULT
 from tests.conftest import SAMPLES, CountingEmbedding
 
 
@@ -312,3 +313,22 @@ async def test_passages_fetch_neighbours_by_id_from_the_source_record(
     monkeypatch.setattr(kb.store.chroma, "section_nodes", no_metadata_query)
     hit = (await kb.retrieve("手順6 項目6", n_results=1)).hits[0]
     assert "手順5" in hit.passage and "手順7" in hit.passage
+
+
+async def test_a_source_over_the_chunk_cap_is_refused_whole_and_embeds_nothing(
+    settings: RAGSettings, counting_embed: CountingEmbedding
+) -> None:
+
+    assert settings.rag_max_chunks_per_source == MAX_CHUNKS_PER_SOURCE_DEFAULT == 5000
+    small = settings.model_copy(update={"rag_max_chunks_per_source": 5})
+    base = KnowledgeBase(small, embed_model=counting_embed)
+    await base.open()
+    try:
+        text = "\n\n".join(f"## Part {i}\n\n" + "kettle steam valve " * 20 for i in range(12))
+        with pytest.raises(
+            RAGError, match=r"makes \d+ chunks, more than RAG_MAX_CHUNKS_PER_SOURCE"
+        ):
+            await base.ingest_text("file:///big.md", text, title="big", kind="file")
+        assert counting_embed.texts == 0 and (await base.stats()).total_chunks == 0
+    finally:
+        await base.aclose()

