@@ -20,7 +20,8 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-JOURNAL_FILE = "jobs.json"
+JOURNAL_FILE = ".rag-jobs.json"
+"""In the store's folder; the `.rag-` prefix marks files that are not index data."""
 MAX_ENTRIES = 100
 """Running jobs remembered at most (a bound on what a start may resume)."""
 
@@ -60,7 +61,7 @@ class JobJournal:
     def _write(self, entries: dict[str, dict[str, Any]]) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".jobs-", dir=self.path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=".rag-jobs-", dir=self.path.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(entries, f, ensure_ascii=False)
                 f.flush()

@@ -27,8 +27,9 @@ logger = logging.getLogger(__name__)
 KEEP_FINISHED = 50
 """Finished jobs remembered (the oldest are forgotten first)."""
 CANCEL_WAIT_SEC = 2.0
-MAX_ATTEMPTS = 3
-"""Starts a journaled job gets: one that brought its owner down this often is dropped."""
+MAX_CRASHES = 3
+"""A journaled job whose owner ended abnormally (killed, crashed) this many times while
+it ran is not resumed again: it may be what brings the owner down. Clean stops do not count."""
 Progress = Callable[[int, int], None]
 Work = Callable[[Progress, "Job"], Awaitable[dict[str, Any]]]
 """A job's body: gets a progress callback and its job (to publish a live summary in)."""
@@ -58,6 +59,8 @@ class Job:
     error: str = ""
     attempt: int = 1
     """1 for a new job; 2 or more when a restarted owner runs it again."""
+    resume_later: bool = field(default=False, repr=False)
+    """Cancelled by the owner stopping (not by a user): its journal record stays."""
     task: asyncio.Task[Any] | None = field(default=None, repr=False)
     changed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
@@ -100,7 +103,8 @@ class JobRegistry:
         """Waits for writes a cancelled job had under way (they finish, and are counted)."""
         self.journal: JobJournal | None = None
         """Where unfinished jobs are recorded (set by a long-lived owner)."""
-        self._stopping = False
+        self.stopping = False
+        """The owner is stopping: no new job starts."""
 
     @property
     def running(self) -> int:
@@ -116,16 +120,19 @@ class JobRegistry:
         spec: dict[str, Any] | None = None,
         job_id: str | None = None,
         attempt: int = 1,
+        crashes: int = 0,
     ) -> Job:
         """Run `work` in the background as a new job; with `spec` (what runs it again) it
         is journaled until it ends, so that a restarted owner resumes it."""
+        if self.stopping:
+            raise RAGError("The store service is stopping; start the job again in a moment.")
         job = Job(id=job_id or secrets.token_hex(4), kind=kind, target=target, attempt=attempt)
-        self._stopping = False
         self._jobs[job.id] = job
         self._forget_old()
         journal = self.journal if spec is not None else None
+        record = {**(spec or {}), "kind": kind, "attempt": attempt, "crashes": crashes}
         if journal is not None:
-            journal.record(job.id, {**(spec or {}), "kind": kind, "attempt": attempt})
+            journal.record(job.id, record)
 
         def progress(done: int, total: int) -> None:
             job.done, job.total = done, total
@@ -145,8 +152,12 @@ class JobRegistry:
                 job.error = f"Unexpected error ({type(err).__name__}); see the service log."
             finally:
                 job.finished_at = time.time()
-                if journal is not None and not (job.state == "cancelled" and self._stopping):
-                    journal.remove(job.id)  # ended; a job cut off by a shutdown stays
+                if journal is None:
+                    pass
+                elif job.state == "cancelled" and job.resume_later:  # a clean stop: stays
+                    journal.record(job.id, {**record, "clean_stop": True})
+                else:
+                    journal.remove(job.id)  # ended (done, failed, cancelled by a user)
                 job._touch()
 
         job.task = asyncio.create_task(run())
@@ -187,10 +198,14 @@ class JobRegistry:
                 progress(job.done, job.total)
         return job
 
-    async def cancel(self, job_id: str) -> Job:
-        """Stop a running job (waits up to `CANCEL_WAIT_SEC` for it to wind down)."""
+    async def cancel(self, job_id: str, *, resume_later: bool = False) -> Job:
+        """Stop a running job (waits up to `CANCEL_WAIT_SEC` for it to wind down); with
+        `resume_later` (the owner is stopping) its journal record stays."""
         job = self.get(job_id)
         if job.running and job.task is not None:
+            if job.task.cancelling() and not job.resume_later:
+                resume_later = False  # a user's cancel under way stays final
+            job.resume_later = resume_later
             deadline = time.monotonic() + CANCEL_WAIT_SEC
             job.task.cancel()
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
@@ -203,10 +218,10 @@ class JobRegistry:
     async def cancel_all(self) -> None:
         """Cancel every running job (the owner is stopping: journaled jobs stay recorded,
         for the next owner to resume)."""
-        self._stopping = True
+        self.stopping = True
         for job in self.list():
             if job.running:
-                await self.cancel(job.id)
+                await self.cancel(job.id, resume_later=True)
 
     def _forget_old(self) -> None:
         finished = [j for j in self._jobs.values() if not j.running]
@@ -215,4 +230,4 @@ class JobRegistry:
             del self._jobs[job.id]
 
 
-__all__ = ["CANCEL_WAIT_SEC", "MAX_ATTEMPTS", "Job", "JobRegistry", "UnknownJobError"]
+__all__ = ["CANCEL_WAIT_SEC", "MAX_CRASHES", "Job", "JobRegistry", "UnknownJobError"]

@@ -58,7 +58,7 @@ from rag_app.index.vector_salvage import (
 )
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
 from rag_app.job_journal import JobJournal
-from rag_app.jobs import MAX_ATTEMPTS, Job, JobRegistry
+from rag_app.jobs import MAX_CRASHES, Job, JobRegistry
 from rag_app.limits import (
     MAX_CRAWL_PAGES,
     MAX_QUERY_CHARS,
@@ -208,6 +208,7 @@ class KnowledgeBase:
         async with self._open_lock:
             if self._store is None:
                 self._closing.clear()
+                self._jobs.stopping = False
                 try:
                     await asyncio.to_thread(self._open_sync)
                 except EmbeddingMismatchError as err:
@@ -607,6 +608,7 @@ class KnowledgeBase:
         options: CrawlOptions | None = None,
         job_id: str | None = None,
         attempt: int = 1,
+        crashes: int = 0,
     ) -> dict[str, Any]:
         """Start a crawl job and return it at once (bad arguments fail here, not later)."""
         await self.open()
@@ -621,10 +623,12 @@ class KnowledgeBase:
 
         spec = {"url": url, "pattern": pattern, "options": dataclasses.asdict(options)}
         return self._jobs.start(
-            "crawl", start, work, spec=spec, job_id=job_id, attempt=attempt
+            "crawl", start, work, spec=spec, job_id=job_id, attempt=attempt, crashes=crashes
         ).to_dict()
 
-    async def start_refresh(self, *, job_id: str | None = None, attempt: int = 1) -> dict[str, Any]:
+    async def start_refresh(
+        self, *, job_id: str | None = None, attempt: int = 1, crashes: int = 0
+    ) -> dict[str, Any]:
         """Start a refresh job (see `refresh`) and return it at once."""
         await self.open()
 
@@ -634,7 +638,13 @@ class KnowledgeBase:
             return summary.to_dict()
 
         return self._jobs.start(
-            "refresh", "stored web pages", work, spec={}, job_id=job_id, attempt=attempt
+            "refresh",
+            "stored web pages",
+            work,
+            spec={},
+            job_id=job_id,
+            attempt=attempt,
+            crashes=crashes,
         ).to_dict()
 
     async def resume_jobs(self) -> list[str]:
@@ -649,12 +659,17 @@ class KnowledgeBase:
         if self.model_mismatch is not None:  # nothing can be embedded until `rag reindex`
             return resumed
         for job_id, spec in journal.pending().items():
-            attempt = int(spec.get("attempt", 1)) + 1
             kind = spec.get("kind")
-            if attempt > MAX_ATTEMPTS:
+            try:
+                attempt = int(spec.get("attempt", 1)) + 1
+                crashes = int(spec.get("crashes", 0)) + (0 if spec.get("clean_stop") else 1)
+            except (TypeError, ValueError):
+                attempt, crashes = 0, MAX_CRASHES  # a damaged record: not run blindly
+            if crashes >= MAX_CRASHES:
                 logger.error(
-                    "Job %s (%s) was started %d times without finishing; dropped (start it "
-                    "again by hand).", job_id, kind, attempt - 1,
+                    "Job %s (%s) was running %d times when the store service ended "
+                    "abnormally; it is not resumed (start it again by hand).",
+                    job_id, kind, MAX_CRASHES,
                 )  # fmt: skip
                 journal.remove(job_id)
                 continue
@@ -663,10 +678,10 @@ class KnowledgeBase:
                     options = CrawlOptions(**spec.get("options", {}))
                     await self.start_crawl(
                         str(spec["url"]), str(spec.get("pattern", "")), options=options,
-                        job_id=job_id, attempt=attempt,
+                        job_id=job_id, attempt=attempt, crashes=crashes,
                     )  # fmt: skip
                 elif kind == "refresh":
-                    await self.start_refresh(job_id=job_id, attempt=attempt)
+                    await self.start_refresh(job_id=job_id, attempt=attempt, crashes=crashes)
                 else:
                     raise RAGError(f"unknown job kind {kind!r}")
             except (RAGError, KeyError, TypeError, ValueError) as err:

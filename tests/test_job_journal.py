@@ -6,6 +6,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from rag_app.errors import RAGError
 from rag_app.job_journal import JOURNAL_FILE, JobJournal
 from rag_app.jobs import Job, JobRegistry, Progress
 
@@ -30,8 +33,32 @@ async def test_only_jobs_cut_off_by_a_shutdown_stay_recorded(tmp_path: Path) -> 
     await registry.wait(done)
     await registry.cancel(user.id)  # a user's cancel ends the job for good
     await registry.cancel_all()  # the owner stops: the rest stay, for the next owner
-    assert registry.journal.pending() == {"cafe0001": {"kind": "refresh", "attempt": 2}}
+    assert registry.journal.pending() == {
+        "cafe0001": {"kind": "refresh", "attempt": 2, "crashes": 0, "clean_stop": True}
+    }
     assert plain.state == "cancelled" and cut.to_dict()["attempt"] == 2
+    with pytest.raises(RAGError, match="stopping"):  # no job starts once stopping
+        registry.start("crawl", "e", _quick, spec={"url": "e"})
+
+
+async def _stubborn(_progress: Progress, _job: Job) -> dict[str, Any]:
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        await asyncio.sleep(0.3)  # winds down slowly, as a crawl finishing a write does
+        raise
+    return {}
+
+
+async def test_a_users_cancel_stays_final_when_a_shutdown_follows(tmp_path: Path) -> None:
+    registry = JobRegistry()
+    registry.journal = JobJournal(tmp_path)
+    job = registry.start("crawl", "a", _stubborn, spec={"url": "a"})
+    await asyncio.sleep(0)
+    assert job.task is not None
+    job.task.cancel()  # a user's cancel, still winding down ...
+    await registry.cancel_all()  # ... when the owner stops
+    assert job.state == "cancelled" and registry.journal.pending() == {}
 
 
 def test_an_unreadable_record_is_set_aside_not_fatal(tmp_path: Path) -> None:
