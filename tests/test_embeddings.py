@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -150,19 +151,37 @@ async def test_builtin_queries_run_beside_a_document_batch(builtin: BuiltinE5Emb
     np.testing.assert_allclose(during, alone_queries, atol=1e-5)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux")
-def test_builtin_document_lane_runs_at_lowest_priority() -> None:
-    from rag_app.embedding import builtin as module
+_LANE_NICE = """
+import threading
+from pathlib import Path
+from rag_app.config import load_settings
+from rag_app.embedding import builtin
+from rag_app.embeddings import get_embed_model
 
-    def nice_of_this_thread() -> int:
-        import threading
-        from pathlib import Path
+def nice() -> int:
+    stat = Path(f"/proc/self/task/{threading.get_native_id()}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[16])  # field 19: nice
 
-        stat = Path(f"/proc/self/task/{threading.get_native_id()}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[16])  # field 19: nice
+get_embed_model(load_settings(_env_file=None))
+print(builtin._DOCUMENT_LANE.submit(nice).result(), builtin._QUERY_LANE.submit(nice).result())
+"""
 
-    assert module._DOCUMENT_LANE.submit(nice_of_this_thread).result() == 19
-    assert module._QUERY_LANE.submit(nice_of_this_thread).result() == 0
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux nice")
+@pytest.mark.parametrize(("setting", "expected"), [(None, "0 0"), ("19", "19 0")])
+def test_builtin_document_lane_takes_the_ingest_priority(
+    setting: str | None, expected: str
+) -> None:
+    """In a fresh process, as the store service starts: RAG_INGEST_NICE sets the document
+    lane's priority (default 0); the query lane always stays at normal priority."""
+    env = {k: v for k, v in os.environ.items() if k != "RAG_INGEST_NICE"}
+    if setting is not None:
+        env["RAG_INGEST_NICE"] = setting
+    done = subprocess.run(
+        [sys.executable, "-c", _LANE_NICE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == expected.split()
 
 
 def test_unknown_provider_is_a_settings_error() -> None:
