@@ -148,6 +148,8 @@ def format_jobs(jobs: list[dict[str, Any]]) -> str:
         state = _STATES.get(job["state"], job["state"])
         total = f"/{job['total']}" if job["total"] else ""
         line = f"- {job['id']} {kind} [{state}] {job['done']}{total}ページ: {job['target']}"
+        if job.get("attempt", 1) > 1:  # run again by a restarted store service
+            line += f" (再起動後に再開, {job['attempt']}回目)"
         result = job.get("result") or {}
         if job["kind"] == "crawl" and result:
             line += f" — 完了: {result.get('pages_crawled', 0)}ページ / "

@@ -11,6 +11,7 @@ from mcp_server.formatting import (
     format_add,
     format_crawl,
     format_delete,
+    format_jobs,
     format_search,
     format_stats,
 )
@@ -221,3 +222,18 @@ async def test_heartbeat_survives_a_failing_sink() -> None:
         beat.update(1, 2)
         await asyncio.sleep(0.05)
     assert beat.sent == 0
+
+
+def test_a_resumed_job_says_so_in_its_line() -> None:
+    job = {
+        "id": "1a2b3c4d",
+        "kind": "crawl",
+        "target": "https://docs.test/",
+        "state": "running",
+        "done": 3,
+        "total": 0,
+        "error": "",
+        "result": {},
+    }
+    assert "再開" not in format_jobs([job])
+    assert "(再起動後に再開, 2回目)" in format_jobs([{**job, "attempt": 2}])
