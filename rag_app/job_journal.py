@@ -14,9 +14,10 @@ import contextlib
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from rag_app.index.bm25_segments import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -27,13 +28,29 @@ MAX_ENTRIES = 100
 
 
 class JobJournal:
-    """`{job id: spec}` of unfinished jobs in one JSON file."""
+    """`{job id: spec}` of unfinished jobs in one JSON file, read once when opened (the
+    owner is its only writer) and rewritten on every change."""
 
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / JOURNAL_FILE
+        self._entries = self._read()
 
     def pending(self) -> dict[str, dict[str, Any]]:
-        """Unfinished jobs in start order (empty when there is no readable record)."""
+        """Unfinished jobs in start order."""
+        return dict(self._entries)
+
+    def record(self, job_id: str, spec: dict[str, Any]) -> None:
+        """Remember a started job (its kind and the arguments that run it again)."""
+        self._entries[job_id] = spec
+        self._entries = dict(list(self._entries.items())[-MAX_ENTRIES:])
+        self._write()
+
+    def remove(self, job_id: str) -> None:
+        """Forget a job that ended."""
+        if self._entries.pop(job_id, None) is not None:
+            self._write()
+
+    def _read(self) -> dict[str, dict[str, Any]]:
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -46,30 +63,12 @@ class JobJournal:
             return {}
         return {str(k): v for k, v in list(raw.items())[:MAX_ENTRIES]}
 
-    def record(self, job_id: str, spec: dict[str, Any]) -> None:
-        """Remember a started job (its kind and the arguments that run it again)."""
-        entries = self.pending()
-        entries[job_id] = spec
-        self._write(dict(list(entries.items())[-MAX_ENTRIES:]))
-
-    def remove(self, job_id: str) -> None:
-        """Forget a job that ended."""
-        entries = self.pending()
-        if entries.pop(job_id, None) is not None:
-            self._write(entries)
-
-    def _write(self, entries: dict[str, dict[str, Any]]) -> None:
+    def _write(self) -> None:
+        data = json.dumps(self._entries, ensure_ascii=False).encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".rag-jobs-", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(entries, f, ensure_ascii=False)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except OSError as err:
-            with contextlib.suppress(OSError, UnboundLocalError):
-                os.unlink(tmp)  # a full disk must not fail the crawl itself
+            atomic_write(self.path.parent, self.path.name, lambda fh: fh.write(data))
+        except OSError as err:  # a full disk must not fail the crawl itself
             logger.warning("Could not update the job record %s (%s); a restart will not "
                            "resume these jobs.", self.path, err)  # fmt: skip
 

@@ -69,4 +69,4 @@ def test_an_unreadable_record_is_set_aside_not_fatal(tmp_path: Path) -> None:
     journal.record("beef0002", {"kind": "crawl", "url": "u"})
     assert JobJournal(tmp_path).pending() == {"beef0002": {"kind": "crawl", "url": "u"}}
     (tmp_path / JOURNAL_FILE).write_text('["a list"]', encoding="utf-8")
-    assert journal.pending() == {}
+    assert JobJournal(tmp_path).pending() == {}

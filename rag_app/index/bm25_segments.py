@@ -95,7 +95,7 @@ def delta_arrays(
     }
 
 
-def _atomic_write(directory: Path, name: str, write: Callable[[BinaryIO], None]) -> None:
+def atomic_write(directory: Path, name: str, write: Callable[[BinaryIO], None]) -> None:
     """Write a file under a temp name, fsync it, rename it into place, fsync the folder."""
     tmp = directory / f"{TMP_PREFIX}{name}-{uuid.uuid4().hex[:8]}"
     try:
@@ -112,13 +112,13 @@ def _atomic_write(directory: Path, name: str, write: Callable[[BinaryIO], None])
 
 def write_segment(directory: Path, name: str, arrays: dict[str, np.ndarray]) -> None:
     """Write one immutable segment."""
-    _atomic_write(directory, name, lambda fh: np.savez(fh, **arrays))
+    atomic_write(directory, name, lambda fh: np.savez(fh, **arrays))
 
 
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     """Atomically replace the manifest: the commit point of a save."""
     data = json.dumps(manifest, indent=1, ensure_ascii=False).encode()
-    _atomic_write(directory, MANIFEST, lambda fh: fh.write(data))  # type: ignore[func-returns-value]
+    atomic_write(directory, MANIFEST, lambda fh: fh.write(data))  # type: ignore[func-returns-value]
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:
