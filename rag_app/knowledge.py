@@ -99,6 +99,7 @@ R = TypeVar("R")
 # Bump when what is embedded or indexed for a chunk changes, so unchanged pages are
 # re-chunked and re-embedded once instead of keeping vectors of the old text.
 INDEXED_TEXT_VERSION = 5  # 5: form feeds are page breaks (chunks carry `page`)
+EXACT_LOAD_INLINE = 5_000  # up to here the exact-search copy loads at open (~0.4 s)
 
 
 def content_hash(title: str, text: str, embed_context: bool = True) -> str:
@@ -296,9 +297,16 @@ class KnowledgeBase:
                 poll_changes=bool(s.chroma_host),
                 check_model=check_model,
                 ef_search=s.rag_hnsw_ef_search,
+                exact_max_chunks=s.rag_exact_search_max_chunks,
             )
         with timer("recovery", t):
             store.recover()
+        if store.count() <= EXACT_LOAD_INLINE:
+            store.load_exact_vectors()
+        else:  # seconds at 50k chunks: searches use HNSW until the copy is ready
+            threading.Thread(
+                target=store.load_exact_vectors, name="exact-vectors", daemon=True
+            ).start()
         return store
 
     def _dimension(self, client: Any) -> int:
@@ -325,8 +333,8 @@ class KnowledgeBase:
         as fast as the rest (remote providers are left alone: no call at open)."""
         get_tokenizer()("warm up")
         if self.settings.embedding_provider == "builtin":
-            vector = self.embed_model.get_query_embedding("warm up")
-            self.store.query_ids(vector, 1)  # Chroma loads its HNSW segment on first query
+            self.embed_model.get_query_embedding("warm up")
+            self.store.chroma.warm_up()
 
     @property
     def store(self) -> KnowledgeStore:
@@ -1136,6 +1144,7 @@ class KnowledgeBase:
             dimension=dim,
             chunk_collection=f"{name}__{uuid.uuid4().hex[:8]}",
             ef_search=s.rag_hnsw_ef_search,
+            exact_max_chunks=s.rag_exact_search_max_chunks,
         )
         nodes = list(store.chroma.iter_nodes())
         batch = 64

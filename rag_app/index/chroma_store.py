@@ -22,6 +22,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from rag_app.config import RAGSettings
 from rag_app.errors import EmbeddingMismatchError, StoreUnavailableError
+from rag_app.index.exact_vectors import ExactVectors
 from rag_app.parsing.metadata_modes import follows_modes, set_metadata_modes
 
 logger = logging.getLogger(__name__)
@@ -30,6 +31,12 @@ MODEL_KEY = "embedding_model"
 DIM_KEY = "embedding_dimension"
 ACTIVE_KEY = "active_chunks"  # sources-collection metadata: which collection holds the chunks
 _BATCH = 2000
+
+
+def _sources(got: Any) -> list[str]:
+    """The `source_url` of each chunk in a Chroma `get` result that included metadatas."""
+    metas = got["metadatas"] or [{}] * len(got["ids"])
+    return [str((m or {}).get("source_url", "")) for m in metas]
 
 
 @dataclass
@@ -105,10 +112,13 @@ class ChromaStore:
         check_model: bool = True,
         chunk_collection: str | None = None,
         ef_search: int = HNSW_EF_SEARCH,
+        exact_max_chunks: int = 0,
     ) -> None:
         self.client = client
         self.check_model = check_model
         self.ef_search = ef_search
+        self.exact_max_chunks = exact_max_chunks
+        self.exact: ExactVectors | None = None  # see load_exact
         self.model_name = model_name
         self.dimension = dimension
         self.sources_collection: Collection = client.get_or_create_collection(
@@ -119,6 +129,8 @@ class ChromaStore:
             chunk_collection or (str(active) if active else collection_name)
         )
         self.vector_store = ChromaVectorStore(chroma_collection=self.collection)
+        if exact_max_chunks > 0 and self.count() == 0:
+            self.exact = ExactVectors(dimension)
 
     def _open_chunks(self, name: str) -> Collection:
         wanted = {MODEL_KEY: self.model_name, DIM_KEY: self.dimension}
@@ -176,18 +188,101 @@ class ChromaStore:
         """Write nodes that carry embeddings (insert or replace by id)."""
         for start in range(0, len(nodes), _BATCH):
             batch = nodes[start : start + _BATCH]
+            ids = [n.node_id for n in batch]
+            embeddings = [n.get_embedding() for n in batch]
             self.collection.upsert(
-                ids=[n.node_id for n in batch],
-                embeddings=[n.get_embedding() for n in batch],
+                ids=ids,
+                embeddings=embeddings,
                 documents=[n.get_content() for n in batch],
                 metadatas=[
                     node_to_metadata_dict(n, remove_text=True, flat_metadata=True) for n in batch
                 ],
             )
+            self._mirror(ids, embeddings, [str(n.metadata.get("source_url", "")) for n in batch])
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), _BATCH):
-            self.vector_store.delete_nodes(node_ids=list(ids[start : start + _BATCH]))
+            part = list(ids[start : start + _BATCH])
+            self.vector_store.delete_nodes(node_ids=part)
+            if self.exact is not None:
+                self.exact.delete(part)
+
+    # --- the exact-search copy (rag_app/index/exact_vectors.py) ------------
+    def load_exact(self) -> bool:
+        """Fill the in-memory copy of every vector when the store is small enough for exact
+        search; True when searches now use it. The caller holds writes off meanwhile."""
+        if self.exact is not None:
+            return True
+        total = self.count()
+        if self.exact_max_chunks <= 0 or total > self.exact_max_chunks:
+            return False
+        exact = ExactVectors(self.dimension, capacity=total + 1024)
+        offset = 0
+        try:
+            while True:
+                got = self.collection.get(
+                    limit=_BATCH * 2, offset=offset, include=["embeddings", "metadatas"]
+                )
+                if not got["ids"]:
+                    break
+                embeddings = got.get("embeddings")
+                if embeddings is None or len(embeddings) != len(got["ids"]):
+                    raise ValueError("Chroma returned chunks without their vectors")
+                exact.upsert(got["ids"], embeddings, _sources(got))
+                offset += len(got["ids"])
+        except Exception as err:  # vectors set aside or unreadable: HNSW answers instead
+            logger.warning("Exact vector search is off for this store: %s", err)
+            return False
+        self.exact = exact
+        return True
+
+    def _mirror(self, ids: list[str], embeddings: Sequence[Any], sources: list[str]) -> None:
+        exact = self.exact
+        if exact is None:
+            return
+        exact.upsert(ids, embeddings, sources)
+        if len(exact) > self.exact_max_chunks:
+            self.exact = None
+            logger.info(
+                "The store passed %d chunks (RAG_EXACT_SEARCH_MAX_CHUNKS); vector search uses "
+                "Chroma's HNSW index from now on.",
+                self.exact_max_chunks,
+            )
+
+    def mirror_source(self, source: str, ids: set[str]) -> None:
+        """Make the exact-search copy hold exactly `ids` for `source` (another writer's
+        change, read back from Chroma)."""
+        exact = self.exact
+        if exact is None:
+            return
+        have = exact.ids_of_source(source)
+        exact.delete(have - ids)
+        vectors = self.existing_embeddings(sorted(ids - have))
+        self._mirror(list(vectors), list(vectors.values()), [source] * len(vectors))
+
+    def mirror_ids(self, chunk_ids: set[str]) -> int:
+        """Make the exact-search copy hold exactly `chunk_ids` (all of Chroma's); returns how
+        many rows it had to add or drop."""
+        exact = self.exact
+        if exact is None:
+            return 0
+        have = exact.ids()
+        extra = have - chunk_ids
+        exact.delete(extra)
+        missing = sorted(chunk_ids - have)
+        for start in range(0, len(missing), 500):
+            got = self.collection.get(
+                ids=missing[start : start + 500], include=["embeddings", "metadatas"]
+            )
+            self._mirror(list(got["ids"]), got["embeddings"], _sources(got))
+        return len(extra) + len(missing)
+
+    def warm_up(self) -> None:
+        """Make Chroma load its HNSW segment now rather than on the first search that needs it."""
+        if self.count():
+            self.collection.query(
+                query_embeddings=[[0.0] * (self.dimension - 1) + [1.0]], n_results=1, include=[]
+            )
 
     def all_ids(self) -> set[str]:
         """Every chunk id (paged; for consistency checks)."""
@@ -253,6 +348,7 @@ class ChromaStore:
                 documents=got["documents"],
                 metadatas=got["metadatas"],
             )
+            self._mirror(list(got["ids"]), got["embeddings"], _sources(got))
 
     def section_nodes(self, windows: Sequence[tuple[str, int, int]]) -> list[TextNode]:
         """Stored chunks of each `(source, first, last)` window (by `chunk_index`), in one
@@ -333,11 +429,15 @@ class ChromaStore:
     ) -> list[tuple[str, float]]:
         """Nearest chunk ids with cosine distances, best first (within `sources` if given).
 
-        The hot search path: asking Chroma for distances only is ~4x faster than for
-        documents + metadata; the few hits actually returned are fetched afterwards.
+        The hot search path: the exact-search copy when the store has one; else asking
+        Chroma for distances only (~4x faster than for documents + metadata); the few hits
+        actually returned are fetched afterwards.
         """
         if top_k <= 0:
             return []
+        exact = self.exact
+        if exact is not None:
+            return exact.search(embedding, top_k, sources)
         try:
             where = {"source_url": {"$in": list(sources)}} if sources is not None else None
             got = self.collection.query(

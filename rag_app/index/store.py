@@ -91,15 +91,17 @@ class KnowledgeStore:
         poll_changes: bool,
         check_model: bool = True,
         ef_search: int = HNSW_EF_SEARCH,
+        exact_max_chunks: int = 0,
     ) -> None:
         self.client = client
         self.ef_search = ef_search
+        self.exact_max_chunks = exact_max_chunks
         self.collection_name = collection_name
         self.model_name = model_name
         self.dimension = dimension
         self.chroma = ChromaStore(
             client, collection_name, model_name=model_name, dimension=dimension,
-            check_model=check_model, ef_search=ef_search,
+            check_model=check_model, ef_search=ef_search, exact_max_chunks=exact_max_chunks,
         )  # fmt: skip
         self.bm25 = bm25
         self.log = ChangeLog(client, collection_name)
@@ -133,6 +135,18 @@ class KnowledgeStore:
                     )
             self.log.prune()
             return synced
+
+    def load_exact_vectors(self) -> None:
+        """Fill the exact-search copy of the vectors from Chroma (writes wait meanwhile;
+        searches use HNSW until it is ready). Logs how long it took."""
+        with self._write_lock:
+            start = time.perf_counter()
+            if self.chroma.exact is None and self.chroma.load_exact():
+                logger.info(
+                    "Exact vector search over %d chunks (loaded in %.2f s).",
+                    len(self.chroma.exact or ()),
+                    time.perf_counter() - start,
+                )
 
     def rebuild_bm25(self) -> None:
         logger.warning("Rebuilding the BM25 index from %d Chroma chunks.", self.chroma.count())
@@ -326,6 +340,7 @@ class KnowledgeStore:
             docs = [bm25_doc(n) for n in new_nodes]
             docs += [BM25Document(i, "", source) for i in ids & have]  # kept, not re-read
             self.bm25.replace_source(source, docs)
+            self.chroma.mirror_source(source, ids)
             if not ids and self.chroma.get_source(source) is not None:
                 self.chroma.delete_source_record(source)
 
@@ -333,6 +348,10 @@ class KnowledgeStore:
         """Compare BM25 with Chroma id by id; with `repair`, fix BM25 and orphan records."""
         with self._write_lock:
             chroma_ids = self.chroma.all_ids()
+            if fixed := self.chroma.mirror_ids(chroma_ids):
+                logger.warning(
+                    "The exact-search copy differed from Chroma by %d chunks; fixed.", fixed
+                )
             bm25_ids = self.bm25.ids()
             missing = sorted(chroma_ids - bm25_ids)
             extra = sorted(bm25_ids - chroma_ids)
@@ -371,7 +390,9 @@ class KnowledgeStore:
         self.chroma = ChromaStore(
             self.client, self.collection_name, model_name=self.model_name,
             dimension=self.dimension, check_model=False, ef_search=self.ef_search,
+            exact_max_chunks=self.exact_max_chunks,
         )  # fmt: skip
+        self.load_exact_vectors()
 
     def switch_chunks(self, new: ChromaStore, old_name: str, grace_sec: float) -> None:
         """Point the store at a re-embedded collection, then drop the old one."""
