@@ -5,7 +5,7 @@ times searches through a client (the way `rag-mcp` asks): first with nothing els
 running (idle), then while `rag index` embeds a large folder (busy). Prints p50/p95
 of both and the busy/idle ratio, and the ingest's own throughput.
 
-    python bench/search_during_ingest.py [--files 120] [--searches 100]
+    python bench/search_during_ingest.py [--files 120] [--searches 100] [--paragraphs 10]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ async def search_loop(client: object, until: subprocess.Popen[bytes] | None, n: 
     return times
 
 
-async def main_async(files: int, searches: int) -> None:
+async def main_async(files: int, searches: int, paragraphs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         os.environ.update(
@@ -74,7 +74,7 @@ async def main_async(files: int, searches: int) -> None:
         )
         settings = load_settings()
         write_folder(root / "base", 30, 6, seed=1)
-        write_folder(root / "big", files, 10, seed=2)
+        write_folder(root / "big", files, paragraphs, seed=2)
         rag = str(Path(sys.executable).parent / "rag")
         subprocess.run([rag, "index", str(root / "base")], check=True, capture_output=True)
         client = await connect(settings)
@@ -102,8 +102,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=120)
     ap.add_argument("--searches", type=int, default=100)
+    ap.add_argument("--paragraphs", type=int, default=10, help="per file (~2 per chunk)")
     args = ap.parse_args()
-    asyncio.run(main_async(args.files, args.searches))
+    asyncio.run(main_async(args.files, args.searches, args.paragraphs))
 
 
 if __name__ == "__main__":

@@ -125,3 +125,28 @@ def test_a_store_past_the_size_switches_to_hnsw_and_other_writers_are_mirrored(
     store.sync_source("new")
     assert chroma.exact is None  # 7 chunks > 5: Chroma's HNSW answers from now on
     assert len(store.query_ids([1, 1, 0, 0], 3)) == 3
+
+
+def test_writes_made_while_the_copy_is_read_are_settled_when_it_is_adopted(
+    tmp_path: Path,
+) -> None:
+    store = ChromaStore(
+        chromadb.PersistentClient(path=str(tmp_path)), "kb_load", model_name="m", dimension=3,
+        exact_max_chunks=100,
+    )  # fmt: skip
+
+    def node(i: int) -> TextNode:
+        return TextNode(id_=f"c{i}", text=f"t{i}", embedding=[1.0, float(i), 0.5],
+                        metadata={"source_url": f"s{i % 3}"})  # fmt: skip
+
+    store.upsert_nodes([node(i) for i in range(10)])
+    store.exact = None  # as a store opened with chunks in it: the copy is read in the background
+    copy = store.read_exact()
+    assert copy is not None and copy.ids() == {f"c{i}" for i in range(10)}
+    store.upsert_nodes([node(10), node(11)])  # written while the copy was being read
+    store.delete_ids(["c0", "c1", "c2"])
+    store.adopt_exact(copy)
+    assert store.exact is copy and copy.ids() == store.all_ids()
+    assert store.query_ids([1.0, 11.0, 0.5], 1)[0][0] == "c11"
+    store.delete_ids(["c11"])  # adopted: writes update it again
+    assert "c11" not in copy.ids()

@@ -31,6 +31,11 @@ MODEL_KEY = "embedding_model"
 DIM_KEY = "embedding_dimension"
 ACTIVE_KEY = "active_chunks"  # sources-collection metadata: which collection holds the chunks
 _BATCH = 2000
+WRITE_SLICE = 64
+"""Chunks per Chroma upsert or delete call. Chroma's embedded client holds the GIL for a
+whole call, so one 500-chunk page written in one call stopped every other thread (every
+search) for ~0.5 s; in slices of 64 the longest stall is ~155 ms, for +45 % write time
+(`bench/write_stall.py`)."""
 
 
 def _sources(got: Any) -> list[str]:
@@ -118,7 +123,7 @@ class ChromaStore:
         self.check_model = check_model
         self.ef_search = ef_search
         self.exact_max_chunks = exact_max_chunks
-        self.exact: ExactVectors | None = None  # see load_exact
+        self.exact: ExactVectors | None = None  # see read_exact, adopt_exact
         self.model_name = model_name
         self.dimension = dimension
         self.sources_collection: Collection = client.get_or_create_collection(
@@ -186,8 +191,8 @@ class ChromaStore:
 
     def upsert_nodes(self, nodes: Sequence[BaseNode]) -> None:
         """Write nodes that carry embeddings (insert or replace by id)."""
-        for start in range(0, len(nodes), _BATCH):
-            batch = nodes[start : start + _BATCH]
+        for start in range(0, len(nodes), WRITE_SLICE):
+            batch = nodes[start : start + WRITE_SLICE]
             ids = [n.node_id for n in batch]
             embeddings = [n.get_embedding() for n in batch]
             self.collection.upsert(
@@ -201,21 +206,20 @@ class ChromaStore:
             self._mirror(ids, embeddings, [str(n.metadata.get("source_url", "")) for n in batch])
 
     def delete_ids(self, ids: Sequence[str]) -> None:
-        for start in range(0, len(ids), _BATCH):
-            part = list(ids[start : start + _BATCH])
+        for start in range(0, len(ids), WRITE_SLICE):
+            part = list(ids[start : start + WRITE_SLICE])
             self.vector_store.delete_nodes(node_ids=part)
             if self.exact is not None:
                 self.exact.delete(part)
 
     # --- the exact-search copy (rag_app/index/exact_vectors.py) ------------
-    def load_exact(self) -> bool:
-        """Fill the in-memory copy of every vector when the store is small enough for exact
-        search; True when searches now use it. The caller holds writes off meanwhile."""
-        if self.exact is not None:
-            return True
+    def read_exact(self) -> ExactVectors | None:
+        """A copy of every stored vector when the store is small enough for exact search
+        (None otherwise, or when vectors cannot be read). Needs no lock: writes made while
+        it reads are settled by `adopt_exact`."""
         total = self.count()
         if self.exact_max_chunks <= 0 or total > self.exact_max_chunks:
-            return False
+            return None
         exact = ExactVectors(self.dimension, capacity=total + 1024)
         offset = 0
         try:
@@ -224,7 +228,7 @@ class ChromaStore:
                     limit=_BATCH * 2, offset=offset, include=["embeddings", "metadatas"]
                 )
                 if not got["ids"]:
-                    break
+                    return exact
                 embeddings = got.get("embeddings")
                 if embeddings is None or len(embeddings) != len(got["ids"]):
                     raise ValueError("Chroma returned chunks without their vectors")
@@ -232,9 +236,14 @@ class ChromaStore:
                 offset += len(got["ids"])
         except Exception as err:  # vectors set aside or unreadable: HNSW answers instead
             logger.warning("Exact vector search is off for this store: %s", err)
-            return False
+            return None
+
+    def adopt_exact(self, exact: ExactVectors) -> None:
+        """Start searching `exact` after making it hold exactly Chroma's chunk ids (a chunk's
+        id derives from its source and text, so an id stands for one vector). Call with
+        writes held off: from here on every write updates the copy."""
         self.exact = exact
-        return True
+        self.mirror_ids(self.all_ids())
 
     def _mirror(self, ids: list[str], embeddings: Sequence[Any], sources: list[str]) -> None:
         exact = self.exact

@@ -137,16 +137,22 @@ class KnowledgeStore:
             return synced
 
     def load_exact_vectors(self) -> None:
-        """Fill the exact-search copy of the vectors from Chroma (writes wait meanwhile;
-        searches use HNSW until it is ready). Logs how long it took."""
+        """Fill the exact-search copy of the vectors from Chroma. Reading takes no lock
+        (writes go on; searches use HNSW until it is ready); the copy is then settled
+        against Chroma's ids under the write lock. Logs how long it took."""
+        start = time.perf_counter()
+        chroma = self.chroma
+        if chroma.exact is not None or (exact := chroma.read_exact()) is None:
+            return
         with self._write_lock:
-            start = time.perf_counter()
-            if self.chroma.exact is None and self.chroma.load_exact():
-                logger.info(
-                    "Exact vector search over %d chunks (loaded in %.2f s).",
-                    len(self.chroma.exact or ()),
-                    time.perf_counter() - start,
-                )
+            if self.chroma is not chroma or chroma.exact is not None:
+                return  # switched to another collection meanwhile
+            chroma.adopt_exact(exact)
+        logger.info(
+            "Exact vector search over %d chunks (loaded in %.2f s).",
+            len(exact),
+            time.perf_counter() - start,
+        )
 
     def rebuild_bm25(self) -> None:
         logger.warning("Rebuilding the BM25 index from %d Chroma chunks.", self.chroma.count())

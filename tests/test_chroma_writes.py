@@ -1,0 +1,40 @@
+"""Chroma writes go in slices, so one big page cannot hold the GIL for its whole write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import pytest
+from llama_index.core.schema import TextNode
+
+import rag_app.index.chroma_store as chroma_store
+
+
+def test_a_big_write_is_split_into_slices_and_all_of_it_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chroma_store, "WRITE_SLICE", 4)
+    store = chroma_store.ChromaStore(
+        chromadb.PersistentClient(path=str(tmp_path)), "kb_slices", model_name="m", dimension=3
+    )
+    sizes: list[int] = []
+    upsert = store.collection.upsert
+
+    def counting(**kwargs: Any) -> None:
+        sizes.append(len(kwargs["ids"]))
+        upsert(**kwargs)
+
+    monkeypatch.setattr(store.collection, "upsert", counting)
+    nodes = [
+        TextNode(
+            id_=f"c{i}", text=f"t{i}", embedding=[1.0, float(i), 0.0], metadata={"source_url": "s"}
+        )
+        for i in range(10)
+    ]
+    store.upsert_nodes(nodes)
+    assert sizes == [4, 4, 2]
+    assert store.all_ids() == {f"c{i}" for i in range(10)}
+    store.delete_ids([f"c{i}" for i in range(9)])
+    assert store.all_ids() == {"c9"}
