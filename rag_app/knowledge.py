@@ -190,6 +190,7 @@ class KnowledgeBase:
         self.model_mismatch: EmbeddingMismatchError | None = None
         self.vectors_set_aside: list[str] = []  # collections whose damaged HNSW was moved
         self._reembedding: asyncio.Task[None] | None = None
+        self._exact_loader: threading.Thread | None = None
         self._closing = threading.Event()  # a reindex stops at its next batch
         self._write_lock = asyncio.Lock()
         self._writes: set[asyncio.Future[Any]] = set()
@@ -304,9 +305,10 @@ class KnowledgeBase:
         if store.count() <= EXACT_LOAD_INLINE:
             store.load_exact_vectors()
         else:  # seconds at 50k chunks: searches use HNSW until the copy is ready
-            threading.Thread(
+            self._exact_loader = threading.Thread(
                 target=store.load_exact_vectors, name="exact-vectors", daemon=True
-            ).start()
+            )
+            self._exact_loader.start()
         return store
 
     def _dimension(self, client: Any) -> int:
@@ -1167,6 +1169,10 @@ class KnowledgeBase:
         if self._crawler is not None:
             await self._crawler.close()
             self._crawler = None
+        if self._store is not None and self._exact_loader is not None:
+            self._store.closing.set()  # stops at its next page; Chroma must outlive it
+            await asyncio.to_thread(self._exact_loader.join, 30.0)
+            self._exact_loader = None
         self._store = None
         if self._owner_lock is not None:
             self._owner_lock.release()

@@ -156,6 +156,12 @@ class BM25Index:
         with self._lock:
             return {src: len(ids) for src, ids in self._p.source_ids.items()}
 
+    def source_of(self, ids: Sequence[str]) -> list[str | None]:
+        """The source of each id (None for an id not stored): an in-memory lookup."""
+        with self._lock:
+            slots, sources = self._p.id_to_slot, self._p.slot_sources
+            return [sources[slots[i]] if i in slots else None for i in ids]
+
     def ids_for_source(self, source: str) -> list[str]:
         """Ids of one source's chunks (an in-memory lookup, no scan)."""
         with self._lock:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ MODEL_KEY = "embedding_model"
 DIM_KEY = "embedding_dimension"
 ACTIVE_KEY = "active_chunks"  # sources-collection metadata: which collection holds the chunks
 _BATCH = 2000
+_PAGE = 1000  # vectors per read of the exact-search copy
 WRITE_SLICE = 64
 """Chunks per Chroma upsert or delete call. Chroma's embedded client holds the GIL for a
 whole call, so one 500-chunk page written in one call stopped every other thread (every
@@ -213,37 +215,52 @@ class ChromaStore:
                 self.exact.delete(part)
 
     # --- the exact-search copy (rag_app/index/exact_vectors.py) ------------
-    def read_exact(self) -> ExactVectors | None:
+    def read_exact(
+        self,
+        known_sources: Callable[[Sequence[str]], list[str | None]] | None = None,
+        stop: threading.Event | None = None,
+    ) -> ExactVectors | None:
         """A copy of every stored vector when the store is small enough for exact search
-        (None otherwise, or when vectors cannot be read). Needs no lock: writes made while
-        it reads are settled by `adopt_exact`."""
+        (None otherwise, when vectors cannot be read, or when `stop` is set). Reads vectors
+        only, taking each chunk's source from `known_sources` where it knows it (parsing
+        Chroma's metadata tripled the time). Needs no lock: writes made while it reads are
+        settled by `adopt_exact`."""
         total = self.count()
         if self.exact_max_chunks <= 0 or total > self.exact_max_chunks:
             return None
         exact = ExactVectors(self.dimension, capacity=total + 1024)
         offset = 0
         try:
-            while True:
-                got = self.collection.get(
-                    limit=_BATCH * 2, offset=offset, include=["embeddings", "metadatas"]
-                )
-                if not got["ids"]:
+            while not (stop and stop.is_set()):
+                got = self.collection.get(limit=_PAGE, offset=offset, include=["embeddings"])
+                ids = list(got["ids"])
+                if not ids:
                     return exact
                 embeddings = got.get("embeddings")
-                if embeddings is None or len(embeddings) != len(got["ids"]):
+                if embeddings is None or len(embeddings) != len(ids):
                     raise ValueError("Chroma returned chunks without their vectors")
-                exact.upsert(got["ids"], embeddings, _sources(got))
-                offset += len(got["ids"])
+                sources = known_sources(ids) if known_sources else [None] * len(ids)
+                unknown = [i for i, s in zip(ids, sources, strict=True) if s is None]
+                if unknown:
+                    meta = self.collection.get(ids=unknown, include=["metadatas"])
+                    found = dict(zip(meta["ids"], _sources(meta), strict=True))
+                    sources = [
+                        s if s is not None else found.get(i, "")
+                        for i, s in zip(ids, sources, strict=True)
+                    ]
+                exact.upsert(ids, embeddings, [str(s) for s in sources])
+                offset += len(ids)
         except Exception as err:  # vectors set aside or unreadable: HNSW answers instead
             logger.warning("Exact vector search is off for this store: %s", err)
-            return None
+        return None
 
     def adopt_exact(self, exact: ExactVectors) -> None:
         """Start searching `exact` after making it hold exactly Chroma's chunk ids (a chunk's
         id derives from its source and text, so an id stands for one vector). Call with
         writes held off: from here on every write updates the copy."""
-        self.exact = exact
-        self.mirror_ids(self.all_ids())
+        self._settle(exact, self.all_ids())
+        if len(exact) <= self.exact_max_chunks:
+            self.exact = exact
 
     def _mirror(self, ids: list[str], embeddings: Sequence[Any], sources: list[str]) -> None:
         exact = self.exact
@@ -275,6 +292,12 @@ class ChromaStore:
         exact = self.exact
         if exact is None:
             return 0
+        fixed = self._settle(exact, chunk_ids)
+        if len(exact) > self.exact_max_chunks:
+            self.exact = None
+        return fixed
+
+    def _settle(self, exact: ExactVectors, chunk_ids: set[str]) -> int:
         have = exact.ids()
         extra = have - chunk_ids
         exact.delete(extra)
@@ -283,7 +306,7 @@ class ChromaStore:
             got = self.collection.get(
                 ids=missing[start : start + 500], include=["embeddings", "metadatas"]
             )
-            self._mirror(list(got["ids"]), got["embeddings"], _sources(got))
+            exact.upsert(list(got["ids"]), got["embeddings"], _sources(got))
         return len(extra) + len(missing)
 
     def warm_up(self) -> None:

@@ -110,6 +110,7 @@ class KnowledgeStore:
         self.write_started: float | None = None  # monotonic start of the write in progress
         self.stall_exit_sec: float | None = None  # set by an owner process: see _timed_write
         self._sync_lock = threading.Lock()
+        self.closing = threading.Event()  # set by the owner on close: background reads stop
         self._cursor = Cursor(bm25.cursor)
 
     # ----------------------------------------------------------------- opening
@@ -142,7 +143,10 @@ class KnowledgeStore:
         against Chroma's ids under the write lock. Logs how long it took."""
         start = time.perf_counter()
         chroma = self.chroma
-        if chroma.exact is not None or (exact := chroma.read_exact()) is None:
+        if chroma.exact is not None:
+            return
+        exact = chroma.read_exact(self.bm25.source_of, self.closing)
+        if exact is None:
             return
         with self._write_lock:
             if self.chroma is not chroma or chroma.exact is not None:
