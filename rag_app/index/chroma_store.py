@@ -36,8 +36,8 @@ _PAGE = 1000  # vectors per read of the exact-search copy
 WRITE_SLICE = 64
 """Chunks per Chroma upsert or delete call. Chroma's embedded client holds the GIL for a
 whole call, so one 500-chunk page written in one call stopped every other thread (every
-search) for ~0.5 s; in slices of 64 the longest stall is ~155 ms, for +45 % write time
-(`bench/write_stall.py`)."""
+search) for 0.49–0.60 s; in slices of 64 the longest stall was 0.15–0.34 s, for ×1.45–2.24
+write time (`bench/write_stall.py`)."""
 
 
 def _sources(got: Any) -> list[str]:
