@@ -31,6 +31,7 @@ from pydantic import PrivateAttr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from rag_app.blas_threads import single_blas_thread
 from rag_app.config import load_settings
 from rag_app.embeddings import get_embed_model
 from rag_app.index.store import bm25_doc
@@ -297,6 +298,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--queries", type=int, default=60)
     args = ap.parse_args()
+    single_blas_thread()  # as the store service runs (rag_app/blas_threads.py)
     embed = get_embed_model(load_settings())
     rows = []
     for n in [int(x) for x in args.sizes.split(",")]:

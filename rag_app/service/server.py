@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from rag_app.blas_threads import single_blas_thread
 from rag_app.config import RAGSettings, SettingsError, load_settings
 from rag_app.errors import RAGError, StoreBusyError
 from rag_app.owner_lock import StoreOwnerLock
@@ -368,6 +369,7 @@ def main() -> None:
     # Hand the GIL over sooner: a search waiting behind ingest threads' Python code
     # gets it within 1 ms instead of 5 ms per hand-over.
     sys.setswitchinterval(0.001)
+    single_blas_thread()
     raise SystemExit(asyncio.run(StoreService(settings).run()))
 
 
