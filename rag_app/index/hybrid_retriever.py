@@ -128,8 +128,6 @@ class HybridRetriever(BaseRetriever):
                 with timer("query_embedding", t, logger):
                     emb = await self.embed_model.aget_query_embedding(query)
                 with timer("vector_query", t, logger):
-                    if self.store.vector_query_is_quick():  # a thread hop costs more
-                        return self.store.query_ids(emb, k, sources)
                     return await asyncio.to_thread(self.store.query_ids, emb, k, sources)
 
             async def bm25_side() -> list[tuple[str, float]]:

@@ -77,9 +77,6 @@ def bm25_doc(node: BaseNode) -> BM25Document:
     )
 
 
-QUICK_EXACT_CHUNKS = 15_000
-
-
 class KnowledgeStore:
     """One owner's view of the store: every change goes through here."""
 
@@ -177,12 +174,6 @@ class KnowledgeStore:
         self, embedding: Sequence[float], top_k: int, sources: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
         return self.chroma.query_ids(embedding, top_k, sources)
-
-    def vector_query_is_quick(self) -> bool:
-        """True when a vector query is exact search over a copy small enough to score
-        on the event loop (under ~1 ms: `QUICK_EXACT_CHUNKS`)."""
-        exact = self.chroma.exact
-        return exact is not None and len(exact) <= QUICK_EXACT_CHUNKS
 
     def bm25_search(
         self,
