@@ -48,7 +48,7 @@ from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web
 from rag_app.index.bm25_index import BM25Index, FieldWeights
 from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
-from rag_app.index.store import KnowledgeStore, bm25_text
+from rag_app.index.store import EXACT_COPY_INLINE, KnowledgeStore, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
 from rag_app.index.vector_salvage import (
     is_damaged_vector_index,
@@ -99,7 +99,6 @@ R = TypeVar("R")
 # Bump when what is embedded or indexed for a chunk changes, so unchanged pages are
 # re-chunked and re-embedded once instead of keeping vectors of the old text.
 INDEXED_TEXT_VERSION = 5  # 5: form feeds are page breaks (chunks carry `page`)
-EXACT_LOAD_INLINE = 5_000  # up to here the exact-search copy loads at open (~0.4 s)
 
 
 def content_hash(title: str, text: str, embed_context: bool = True) -> str:
@@ -302,7 +301,7 @@ class KnowledgeBase:
             )
         with timer("recovery", t):
             store.recover()
-        if store.count() <= EXACT_LOAD_INLINE:
+        if store.count() <= EXACT_COPY_INLINE:
             store.load_exact_vectors()
         else:  # ~1.5 s at 20k chunks: searches use HNSW until the copy is ready
             self._exact_loader = threading.Thread(
@@ -1133,7 +1132,9 @@ class KnowledgeBase:
         store = self.store
         dim = _embedding_dimension(self.embed_model)
         name = s.rag_collection_name
-        store.reopen_chunks()  # the pointer as it is now (another machine may have switched)
+        # the pointer as it is now (another machine may have switched); no copy: all of
+        # its vectors are about to be replaced
+        store.reopen_chunks(exact_copy=False)
         old_name = store.chroma.collection.name
         leftovers = (f"{name}__", f"{name}-reindex")  # of an interrupted reindex
         for c in store.client.list_collections():

@@ -254,13 +254,18 @@ class ChromaStore:
             logger.warning("Exact vector search is off for this store: %s", err)
         return None
 
-    def adopt_exact(self, exact: ExactVectors) -> None:
+    def adopt_exact(self, exact: ExactVectors) -> bool:
         """Start searching `exact` after making it hold exactly Chroma's chunk ids (a chunk's
         id derives from its source and text, so an id stands for one vector). Call with
-        writes held off: from here on every write updates the copy."""
+        writes held off: from here on every write updates the copy. False when the store
+        has grown past the limit meanwhile."""
         self._settle(exact, self.all_ids())
-        if len(exact) <= self.exact_max_chunks:
-            self.exact = exact
+        if len(exact) != self.count():  # another machine wrote while ids were paged
+            self._settle(exact, self.all_ids())
+        if len(exact) > self.exact_max_chunks:
+            return False
+        self.exact = exact
+        return True
 
     def _mirror(self, ids: list[str], embeddings: Sequence[Any], sources: list[str]) -> None:
         exact = self.exact

@@ -77,6 +77,9 @@ def bm25_doc(node: BaseNode) -> BM25Document:
     )
 
 
+EXACT_COPY_INLINE = 5_000  # up to here the exact-search copy is read in line (~0.4 s)
+
+
 class KnowledgeStore:
     """One owner's view of the store: every change goes through here."""
 
@@ -145,13 +148,18 @@ class KnowledgeStore:
         chroma = self.chroma
         if chroma.exact is not None:
             return
-        exact = chroma.read_exact(self.bm25.source_of, self.closing)
-        if exact is None:
+        try:
+            exact = chroma.read_exact(self.bm25.source_of, self.closing)
+            if exact is None:
+                return
+            with self._write_lock:
+                if self.closing.is_set() or self.chroma is not chroma or chroma.exact is not None:
+                    return  # closing, or switched to another collection meanwhile
+                if not chroma.adopt_exact(exact):
+                    return
+        except Exception as err:  # e.g. the collection went away: HNSW keeps answering
+            logger.warning("Exact vector search is off for this store: %s", err)
             return
-        with self._write_lock:
-            if self.chroma is not chroma or chroma.exact is not None:
-                return  # switched to another collection meanwhile
-            chroma.adopt_exact(exact)
         logger.info(
             "Exact vector search over %d chunks (loaded in %.2f s).",
             len(exact),
@@ -173,6 +181,8 @@ class KnowledgeStore:
     def query_ids(
         self, embedding: Sequence[float], top_k: int, sources: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
+        if self.poll_changes:  # the copy answers for Chroma: apply other machines' writes
+            self.catch_up()
         return self.chroma.query_ids(embedding, top_k, sources)
 
     def bm25_search(
@@ -395,14 +405,16 @@ class KnowledgeStore:
             return report
 
     # ----------------------------------------------------------------- reindex
-    def reopen_chunks(self) -> None:
-        """Follow the sources collection's pointer to the current chunk collection."""
+    def reopen_chunks(self, exact_copy: bool = True) -> None:
+        """Follow the sources collection's pointer to the current chunk collection; reads
+        its exact-search copy if it is small (larger ones: HNSW until the next open)."""
         self.chroma = ChromaStore(
             self.client, self.collection_name, model_name=self.model_name,
             dimension=self.dimension, check_model=False, ef_search=self.ef_search,
             exact_max_chunks=self.exact_max_chunks,
         )  # fmt: skip
-        self.load_exact_vectors()
+        if exact_copy and self.chroma.count() <= EXACT_COPY_INLINE:
+            self.load_exact_vectors()
 
     def switch_chunks(self, new: ChromaStore, old_name: str, grace_sec: float) -> None:
         """Point the store at a re-embedded collection, then drop the old one."""
