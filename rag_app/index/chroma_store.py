@@ -262,17 +262,19 @@ class ChromaStore:
         self._settle(exact, self.all_ids())
         if len(exact) != self.count():  # another machine wrote while ids were paged
             self._settle(exact, self.all_ids())
-        if len(exact) > self.exact_max_chunks:
-            return False
         self.exact = exact
-        return True
+        self._drop_exact_if_too_big()
+        return self.exact is not None
 
     def _mirror(self, ids: list[str], embeddings: Sequence[Any], sources: list[str]) -> None:
         exact = self.exact
         if exact is None:
             return
         exact.upsert(ids, embeddings, sources)
-        if len(exact) > self.exact_max_chunks:
+        self._drop_exact_if_too_big()
+
+    def _drop_exact_if_too_big(self) -> None:
+        if self.exact is not None and len(self.exact) > self.exact_max_chunks:
             self.exact = None
             logger.info(
                 "The store passed %d chunks (RAG_EXACT_SEARCH_MAX_CHUNKS); vector search uses "
@@ -298,8 +300,7 @@ class ChromaStore:
         if exact is None:
             return 0
         fixed = self._settle(exact, chunk_ids)
-        if len(exact) > self.exact_max_chunks:
-            self.exact = None
+        self._drop_exact_if_too_big()
         return fixed
 
     def _settle(self, exact: ExactVectors, chunk_ids: set[str]) -> int:

@@ -41,6 +41,10 @@ class SearchOutcome:
     timings: dict[str, float] = field(default_factory=dict)
 
 
+async def _done() -> int:
+    return 0
+
+
 def _scored(
     node: TextNode,
     score: float,
@@ -123,14 +127,21 @@ class HybridRetriever(BaseRetriever):
             bm_raw: list[tuple[str, float]] = []
             want_vec = mode in ("fused", "vector", "separate")
             want_bm = mode in ("fused", "bm25", "separate")
+            # with a Chroma server: other machines' writes are applied once per search,
+            # beside the query embedding, before either side reads (BM25 and the vector copy)
+            caught_up = asyncio.ensure_future(
+                asyncio.to_thread(self.store.catch_up) if self.store.poll_changes else _done()
+            )
 
             async def vector_side() -> list[tuple[str, float]]:
                 with timer("query_embedding", t, logger):
                     emb = await self.embed_model.aget_query_embedding(query)
+                await caught_up
                 with timer("vector_query", t, logger):
                     return await asyncio.to_thread(self.store.query_ids, emb, k, sources)
 
             async def bm25_side() -> list[tuple[str, float]]:
+                await caught_up
                 with timer("bm25_query", t, logger):
                     return await asyncio.to_thread(
                         self.store.bm25_search,

@@ -181,8 +181,6 @@ class KnowledgeStore:
     def query_ids(
         self, embedding: Sequence[float], top_k: int, sources: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
-        if self.poll_changes:  # the copy answers for Chroma: apply other machines' writes
-            self.catch_up()
         return self.chroma.query_ids(embedding, top_k, sources)
 
     def bm25_search(
@@ -195,8 +193,6 @@ class KnowledgeStore:
         fields: FieldWeights | None = None,
         sources: Sequence[str] | None = None,
     ) -> list[tuple[str, float]]:
-        if self.poll_changes:
-            self.catch_up()
         return self.bm25.search(query, top_k, k1=k1, b=b, fields=fields, sources=sources)
 
     def get_nodes(self, ids: Sequence[str]) -> list[TextNode]:
