@@ -23,11 +23,12 @@ Per kind and overall (answerable questions; `none` questions have no page or ans
 - `answer_in_output`: the answer string is in the returned text, compared after NFKC
   with all whitespace removed (extraction may re-wrap lines and drops code indentation);
 - `chars`: mean length of the returned text; `ms`: mean wall time of retrieve + format;
-- `confident`: share of questions that got at least one hit (any hit counts as a
-  confident answer today). For `none` questions that is the `confident_rate`; the same
-  share for answerable questions is what a cut-off could cost. The top hit's combined
-  score, vector distance and BM25 score are recorded for every question, with their
-  distributions in the report, so a cut-off can be calibrated later.
+- `confident`: share of questions that got at least one hit that the no-match rule
+  (`rag_app.index.no_match`) did not decline. For `none` questions that is the
+  `confident_rate`; for answerable ones, one minus what the rule costs. The top hit's
+  scores, the rule's evidence (`rag_app.index.no_match.Evidence`) and a what-if table
+  over cut-offs are in the report, so the rule's cut-off is calibrated on them (run with
+  `RAG_NO_MATCH_CUTOFF=10` to record all the evidence of every question).
 
 A reused `--persist-dir` keeps the chunks it was built with: `index_dir` skips files
 whose mtime has not changed, so measure a code change in a fresh folder (the runner warns
@@ -46,7 +47,6 @@ import argparse
 import asyncio
 import json
 import logging
-import math
 import re
 import shutil
 import statistics
@@ -60,6 +60,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from eval.run_info import code_version, recorded_settings, work_folder
+from rag_app.index.no_match import Evidence
 
 DEFAULT_OUTPUT_ROOT = Path(".tmp") / "answer-eval"
 RANK_K = 5
@@ -290,10 +291,12 @@ class QuestionResult:
     output_chars: int
     ms: float
     output: str
+    declined: bool = False  # the no-match rule said nothing answers it
+    evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
     def confident(self) -> bool:
-        return bool(self.hits)
+        return bool(self.hits) and not self.declined
 
     @property
     def top(self) -> HitRecord | None:
@@ -324,9 +327,11 @@ def score_question(
     ranking_sources: Sequence[str],
     pages: Sequence[str],
     ms: float,
+    evidence: dict[str, Any] | None = None,
 ) -> QuestionResult:
     """Score one question: `hits` are the returned Hit objects, `output` the tool's text,
-    `ranking_sources` the source URLs of the top RANK_K hits, best first."""
+    `ranking_sources` the source URLs of the top RANK_K hits, best first; `evidence`
+    the no-match rule's (`declined`, `evidence`)."""
     records = [
         HitRecord(
             rank=rank,
@@ -358,6 +363,7 @@ def score_question(
         answer_in_output=answer_found(question.answer, output) if question.answer else False,
         output_chars=len(output),
         ms=round(ms, 2),
+        **(evidence or {}),
         output=output,
     )
 
@@ -439,25 +445,21 @@ def top_score_distributions(results: Sequence[QuestionResult]) -> dict[str, dict
     return out
 
 
-def distance_cutoffs(results: Sequence[QuestionResult], steps: int = 8) -> list[dict[str, Any]]:
-    """What-if on the recorded numbers: a cut-off that answers nothing when the top hit's
-    vector distance exceeds t. Per t: the share of none questions it would silence and the
-    share of answerable questions (and of those whose answer was returned) it would lose.
-    A top hit found by BM25 alone (no distance) is kept."""
-    distances = sorted(
-        r.top.vector_distance for r in results if r.top and r.top.vector_distance is not None
-    )
-    if not distances:
+CUTOFF_GRID = (-1.0, -0.8, -0.7, -0.6, -0.4, -0.2, 0.0, 0.4)
+
+
+def no_match_cutoffs(results: Sequence[QuestionResult]) -> list[dict[str, Any]]:
+    """What-if on the recorded evidence: the no-match rule at cut-off t declines a
+    question as `Evidence.declines(t)` says on its recorded evidence. Per t: the share of
+    none questions declined and of answerable questions (and of those whose answer was
+    returned) it would decline. Exact for t up to the run's cut-off (all the evidence is
+    recorded at `RAG_NO_MATCH_CUTOFF=10`); "answer returned" counts what this run
+    returned, so compare with a run with the rule off."""
+    if not any(r.evidence.get("excess") is not None for r in results):
         return []
-    low, high = distances[0], distances[-1]
-    # rounded up, so the lowest cut-off keeps the closest question
-    grid = sorted(
-        {math.ceil((low + (high - low) * i / steps) * 1000) / 1000 for i in range(steps + 1)}
-    )
 
     def kept(r: QuestionResult, t: float) -> bool:
-        top = r.top
-        return top is not None and (top.vector_distance is None or top.vector_distance <= t)
+        return bool(r.hits) and not Evidence(**r.evidence).declines(t)
 
     groups = {
         "none_silenced": ([r for r in results if r.kind == "none"], False),
@@ -465,8 +467,8 @@ def distance_cutoffs(results: Sequence[QuestionResult], steps: int = 8) -> list[
         "answer_returned_lost": ([r for r in results if r.answer_in_output], True),
     }
     rows = []
-    for t in grid:
-        row: dict[str, Any] = {"max_distance": t}
+    for t in CUTOFF_GRID:
+        row: dict[str, Any] = {"cutoff": t}
         for name, (members, _) in groups.items():
             dropped = [r for r in members if not kept(r, t)]
             row[name] = round(len(dropped) / len(members), 4) if members else None
@@ -487,7 +489,7 @@ class Report:
     def __post_init__(self) -> None:
         self.groups = summarize(self.results)
         self.scores = top_score_distributions(self.results)
-        self.cutoffs = distance_cutoffs(self.results)
+        self.cutoffs = no_match_cutoffs(self.results)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -496,7 +498,7 @@ class Report:
             "by_kind": {k: asdict(v) for k, v in self.groups.items()},
             "confident_rate_none": self.groups["none"].confident if "none" in self.groups else None,
             "top_hit_scores": self.scores,
-            "distance_cutoff_what_if": self.cutoffs,
+            "no_match_what_if": self.cutoffs,
             "questions": [r.to_json() for r in self.results],
         }
 
@@ -538,11 +540,11 @@ class Report:
 
     def cutoff_table(self) -> str:
         lines = [
-            "| top-hit distance ≤ | none silenced | answerable lost | answer-returned lost |",
+            "| cut-off | none declined | answerable declined | answer-returned declined |",
             "| ---: | ---: | ---: | ---: |",
         ]
         for row in self.cutoffs:
-            cells = [f"{row['max_distance']:.3f}"] + [
+            cells = [f"{row['cutoff']:.2f}"] + [
                 "–" if row[k] is None else f"{row[k]:.3f}"
                 for k in ("none_silenced", "answerable_lost", "answer_returned_lost")
             ]
@@ -571,7 +573,8 @@ class Report:
             "## By kind",
             "",
             "page@k and answer_in_output over answerable questions; `confident` = share of "
-            "questions with at least one hit (for `none`: the confident_rate).",
+            "questions with hits the no-match rule did not decline (for `none`: the "
+            "confident_rate).",
             "",
             self.table(),
             "",
@@ -579,8 +582,10 @@ class Report:
             "",
             self.score_table(),
             "",
-            "What-if, on these numbers: answer nothing when the top hit's vector distance is "
-            "above the cut-off (a top hit found by BM25 alone is kept).",
+            "What-if, on these numbers: the no-match rule at other cut-offs (declines when "
+            "the best vector hit's excess is below the cut-off and the lexical evidence "
+            "does not vouch for the hits; `rag_app.index.no_match`). Record all the "
+            "evidence with RAG_NO_MATCH_CUTOFF=10.",
             "",
             self.cutoff_table(),
             "",
@@ -739,13 +744,16 @@ async def run_set(
                     output = format_search(found)
                     ms = (time.perf_counter() - t0) * 1000
                     mode = found.mode
+                    evidence = {"declined": not found.confident, "evidence": found.evidence}
                     if len(found.hits) >= RANK_K or shown >= RANK_K:
                         ranked = found.hits
                     else:
                         ranked = (await kb.retrieve(question.query, RANK_K)).hits
                     sources = [h.source_url for h in ranked]
                     results.append(
-                        score_question(question, found.hits, output, sources, docs.pages, ms)
+                        score_question(
+                            question, found.hits, output, sources, docs.pages, ms, evidence
+                        )
                     )
                     update(done, len(questions))
         finally:

@@ -10,12 +10,14 @@ import argparse
 import contextlib
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
+from eval.answer_eval import CUTOFF_GRID
 from eval.baseline import Comparison, compare, load_baseline, save_baseline
 from eval.data import DOCUMENTS, QUESTIONS, data_path
 from eval.datasets import (
@@ -36,6 +38,7 @@ from eval.runner import evaluate_queries
 from rag_app.config import RAGSettings, load_settings
 from rag_app.embeddings import get_embed_model
 from rag_app.errors import RAGError
+from rag_app.index.no_match import Evidence
 from rag_app.knowledge import KnowledgeBase
 
 EXIT_OK, EXIT_REGRESSION = 0, 1
@@ -176,9 +179,13 @@ async def evaluate(args: argparse.Namespace) -> int:
 async def _run_queries(
     kb: KnowledgeBase, data: EvalData, args: argparse.Namespace
 ) -> EvaluationReport:
+    verdicts: dict[str, tuple[Evidence, list[str]]] = {}  # the rule's evidence, ranking
+
     async def retrieve(query: str, n_results: int) -> list[str]:
         result = await kb.retrieve(query, n_results)
-        return [hit.source_url for hit in result.hits]
+        ranked = [hit.source_url for hit in result.hits]
+        verdicts[query] = (Evidence(**result.evidence), ranked)
+        return ranked
 
     s = kb.settings
     config = EvaluationConfig(
@@ -198,9 +205,38 @@ async def _run_queries(
         },
     )
     with progress_bar("Evaluating", "query") as update:
-        return await evaluate_queries(
+        report = await evaluate_queries(
             retrieve, data.queries, args.n_results, config=config, progress=update
         )
+    config.extra["no_match_cost"] = no_match_cost(data.queries, verdicts, s.rag_no_match_cutoff)
+    return report
+
+
+def no_match_cost(
+    queries: Sequence[EvalQuery],
+    verdicts: dict[str, tuple[Evidence, list[str]]],
+    cutoff: float | None,
+) -> dict[str, Any]:
+    """What the no-match rule cost on this run's answerable queries: how many it declined
+    at the configured cut-off and at each lower cut-off of `CUTOFF_GRID` (run with
+    RAG_NO_MATCH_CUTOFF=10 to get every row), with how many of those had a relevant
+    source first anyway."""
+    answerable = [q for q in queries if q.expected_sources and q.query in verdicts]
+    out: dict[str, Any] = {"answerable": len(answerable)}
+    if cutoff is None:
+        return out
+    for t in (cutoff, *(t for t in CUTOFF_GRID if t < cutoff)):
+        lost = [q for q in answerable if verdicts[q.query][0].declines(t)]
+        first = [q for q in lost if verdicts[q.query][1][:1] in ([s] for s in q.expected_sources)]
+        out[f"cutoff {t:g}"] = {"declined": len(lost), "relevant_first": len(first)}
+    return out
+    for t in (cutoff, *(t for t in CUTOFF_GRID if t < cutoff)):
+        lost = [
+            q for q in answerable if not verdicts[q.query][0] and (verdicts[q.query][1] or 0.0) < t
+        ]
+        first = [q for q in lost if verdicts[q.query][2][:1] in ([s] for s in q.expected_sources)]
+        out[f"z<{t:g}"] = {"declined": len(lost), "relevant_first": len(first)}
+    return out
 
 
 def _print_summary(report: EvaluationReport, comparison: Comparison | None) -> None:

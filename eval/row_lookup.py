@@ -18,6 +18,8 @@ page (a chunk of several rows is not the row). Per category and overall:
 - `row@1`: the top hit is the asked row; `row@5`: one of the top five is;
 - `MRR`: 1 / rank of the asked row within the returned hits (0 when absent);
 - `page@1`: the top hit comes from the right page;
+- `declined`: the no-match rule (`RAG_NO_MATCH_CUTOFF`) answered "nothing found" (what
+  the rule costs: every question here has an answer);
 - `ms`: mean wall time of one `retrieve` call.
 
 The Markdown table is printed; `report.json` (config, metrics, every question's rank and
@@ -52,7 +54,7 @@ TOP_K = 5
 MISSES_SHOWN = 10
 EXIT_OK, EXIT_ERROR = 0, 2
 MODES = ("fused", "vector", "bm25")
-METRICS = ("row@1", "row@5", "mrr", "page@1")
+METRICS = ("row@1", "row@5", "mrr", "page@1", "declined")
 
 
 # --- the set ----------------------------------------------------------------------------
@@ -173,6 +175,8 @@ class QuestionResult:
     ms: float
     top_page: str
     top_text: str
+    declined: bool = False  # the no-match rule answered "nothing found"
+    evidence: dict[str, Any] = field(default_factory=dict)  # what the rule saw
 
     def metrics(self) -> dict[str, float]:
         rank = self.rank
@@ -181,13 +185,20 @@ class QuestionResult:
             "row@5": float(rank is not None and rank <= TOP_K),
             "mrr": 1.0 / rank if rank else 0.0,
             "page@1": float(self.page_at_1),
+            "declined": float(self.declined),
         }
 
 
 def score(
-    question: RowQuestion, hits: Sequence[tuple[str, str]], ms: float, others: Sequence[str]
+    question: RowQuestion,
+    hits: Sequence[tuple[str, str]],
+    ms: float,
+    others: Sequence[str],
+    declined: bool = False,
+    evidence: dict[str, Any] | None = None,
 ) -> QuestionResult:
-    """Score one question's hits (`(text, page)`, best first)."""
+    """Score one question's hits (`(text, page)`, best first); `declined`: the no-match
+    rule said nothing answers it."""
     top_text, top_page = hits[0] if hits else ("", "")
     return QuestionResult(
         id=question.id,
@@ -202,6 +213,8 @@ def score(
         ms=round(ms, 2),
         top_page=top_page,
         top_text=top_text,
+        declined=declined,
+        evidence=dict(evidence or {}),
     )
 
 
@@ -261,8 +274,8 @@ class Report:
 
     def table(self, groups: dict[str, Group], label: str) -> str:
         lines = [
-            f"| {label} | n | row@1 | row@5 | MRR | page@1 | ms/query |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"| {label} | n | row@1 | row@5 | MRR | page@1 | declined | ms/query |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for name, group in groups.items():
             m = group.metrics
@@ -273,6 +286,7 @@ class Report:
                 f"{m['row@5']:.3f}",
                 f"{m['mrr']:.3f}",
                 f"{m['page@1']:.3f}",
+                f"{m['declined']:.3f}",
                 f"{group.ms:.1f}",
             ]
             lines.append("| " + " | ".join(cells) + " |")
@@ -409,7 +423,9 @@ async def run_set(
                     found = await kb.retrieve(question.query, n_results, mode)
                     ms = (time.perf_counter() - t0) * 1000
                     hits = [(hit.text, page_of(hit.source_url)) for hit in found.hits]
-                    results.append(score(question, hits, ms, names.get(question.page, [])))
+                    others = names.get(question.page, [])
+                    declined = not found.confident
+                    results.append(score(question, hits, ms, others, declined, found.evidence))
                     update(done, len(questions))
         finally:
             await kb.aclose()

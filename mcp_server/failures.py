@@ -1,8 +1,8 @@
 """Turn any exception a tool meets into an MCP tool error (`isError: true`), never a traceback.
 
-Anticipated failures (`RAGError`, `SettingsError`) carry one clear sentence and are passed
-through as they are. Anything else is a bug: its traceback goes to the server log (stderr)
-and the client gets one generic sentence.
+Anticipated failures (`RAGError`, `SettingsError`) carry one clear sentence, quoted as the
+cause. Anything else is a bug: its traceback goes to the server log (stderr) and the
+client gets one generic line.
 """
 
 from __future__ import annotations
@@ -21,14 +21,30 @@ class ToolInputError(RAGError, ValueError):
     """An argument the tool checks itself before calling the knowledge base."""
 
 
+ACTIONS = {
+    "rag_search": "検索",
+    "rag_read": "ソースの読み込み",
+    "rag_add": "ページの取り込み",
+    "rag_crawl": "クロール",
+    "rag_refresh": "更新確認",
+    "rag_jobs": "ジョブの操作",
+    "rag_delete": "削除",
+    "rag_stats": "統計の取得",
+}
+"""What each tool does, for its error line: the tools answer in Japanese (the
+specification's texts), so their errors do too, in the spec's form
+`エラー: クロールに失敗しました。 原因: …`; the cause is the check's own sentence."""
+
+
 def error_message(tool: str, exc: BaseException) -> str:
-    """The one sentence the client sees for `exc` (and the log line it leaves)."""
+    """The one line the client sees for `exc` (and the log line it leaves)."""
+    failed = f"エラー: {ACTIONS.get(tool, tool)}に失敗しました。"
     if isinstance(exc, RAGError | SettingsError):
-        message = str(exc).strip() or f"{tool} failed without a reason; please try again."
+        message = " ".join(str(exc).strip().split("\n"))
         logger.info("%s refused: %s", tool, message)
-        return " ".join(message.split("\n"))
+        return f"{failed} 原因: {message}" if message else f"{failed} もう一度お試しください。"
     logger.error("%s failed with an unexpected error", tool, exc_info=exc)
-    return f"{tool} failed because of an internal error; the server log has the details."
+    return f"{failed} 原因: 内部エラーです ({tool})。詳細はサーバーのログにあります。"
 
 
 def error_result(tool: str, exc: BaseException) -> CallToolResult:

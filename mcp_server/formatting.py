@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     )
 
 NO_HITS = "該当する情報が見つかりませんでした"
+NO_MATCH = f"{NO_HITS}（質問に答える箇所は見当たりません）。"
+WEAK_CANDIDATES = "関連の薄い候補（参考。本文は rag_read で読めます）:"
 VECTOR_SECTION = "ベクトル検索の結果"
 BM25_SECTION = "BM25 キーワード検索の結果"
 MAX_LISTED_SOURCES = 20
@@ -29,9 +31,14 @@ def format_search(result: RetrievalResult) -> str:
     """The `rag_search` text: spec form, or two labelled sections in separate mode.
 
     Separate mode does not repeat in the BM25 section a chunk the vector section shows.
+    When the no-match rule declined the search (`result.confident` False), the answer
+    says so and lists the nearest hits as pointers only, without their passages, so
+    nothing reads as a confident answer.
     """
     from rag_app.results import format_context  # loaded already: the result came from it
 
+    if not result.confident and (result.hits or result.vector_hits or result.bm25_hits):
+        return _format_no_match(result)
     if result.mode != "separate":
         return result.context if result.hits else NO_HITS
     if not result.vector_hits and not result.bm25_hits:
@@ -51,6 +58,20 @@ def format_search(result: RetrievalResult) -> str:
         f"# {VECTOR_SECTION} ({len(result.vector_hits)}件)\n\n{vector_body}\n\n"
         f"# {BM25_SECTION} ({len(result.bm25_hits)}件)\n\n{bm25_body}"
     )
+
+
+def _format_no_match(result: RetrievalResult) -> str:
+    """`NO_MATCH`, then one line per nearest hit: rank, title › heading path, URL."""
+    from rag_app.results import hit_place
+
+    hits = result.hits or [*result.vector_hits, *result.bm25_hits]
+    first = {h.node_id: h for h in reversed(hits)}  # each chunk once, at its first place
+    hits = [first.pop(h.node_id) for h in hits if h.node_id in first]
+    lines = [NO_MATCH, "", WEAK_CANDIDATES]
+    for rank, h in enumerate(hits, 1):
+        place = hit_place(h)
+        lines.append(f"- [{rank}] {place + ' — ' if place else ''}{h.source_url}")
+    return "\n".join(lines)
 
 
 def format_read(page: ReadResult) -> str:

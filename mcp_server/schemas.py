@@ -76,6 +76,11 @@ class SearchOutput(BaseModel):
     bm25_hits: list[HitOut] = Field(description="Raw BM25 list (separate mode).")
     sources: list[str] = Field(description="Source URLs in rank order, each once.")
     timings_ms: dict[str, float]
+    confident: bool = Field(
+        True,
+        description="False when nothing answers the query: the hits are only the nearest "
+        "chunks (the text answer says no match was found).",
+    )
 
     @classmethod
     def of(cls, result: RetrievalResult) -> SearchOutput:
@@ -87,6 +92,7 @@ class SearchOutput(BaseModel):
             bm25_hits=HitOut.ranked(result.bm25_hits),
             sources=result.sources,
             timings_ms={k: round(v, 2) for k, v in result.timings.items()},
+            confident=result.confident,
         )
 
 

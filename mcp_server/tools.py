@@ -220,7 +220,10 @@ async def rag_search(
     its page title › heading path and scores, then the passage around the match (the
     matching chunk widened to its section). Cite those URLs in your answer; to read more
     of a page or a whole section or table, call rag_read with the Source URL.
-    No match gives 「該当する情報が見つかりませんでした」.
+    No match gives 「該当する情報が見つかりませんでした」. When nothing stored answers the
+    question (it names something the store never mentions and no passage is close), the
+    answer starts with that sentence and lists the nearest pages as pointers only, without
+    passages; structuredContent then has confident=false.
     """
     try:
         kb = await _app(ctx).knowledge_base()

@@ -28,6 +28,16 @@ if TYPE_CHECKING:  # settings (pydantic) and asyncio are imported after the argu
 KnowledgeBase = Any  # a StoreClient (or an in-process KnowledgeBase): the same methods
 
 PREVIEW_CHARS = 80
+JAPANESE_COMMANDS = {
+    "add": "ページの取り込み",
+    "crawl": "クロール",
+    "delete": "削除",
+    "stats": "統計の取得",
+}
+"""Commands that print the specification's bot texts speak Japanese throughout (the action
+names frame their errors); every other command speaks English. A cause from a lower layer
+(an HTTP status, a check's sentence) is quoted after 原因: as it is."""
+NO_MATCH_NOTE = "no confident match: these are only the nearest chunks"
 # Exit codes: 0 ok, 1 error, 2 usage, 3 partial failure (some files or pages failed), 130 Ctrl-C
 EXIT_PARTIAL = 3
 
@@ -68,6 +78,8 @@ def print_result(result: RetrievalResult) -> None:
     else:
         title = f"Results for {result.query!r} ({result.mode}):"
         _print_hits(title, result.hits, result.mode)
+    if not result.confident:
+        print(f"  {NO_MATCH_NOTE} (excess={_fmt(result.evidence.get('excess'), 2)})")
     total = result.timings.get("total")
     if total is not None:
         print(f"  ({total:.1f} ms)")
@@ -93,7 +105,7 @@ async def _cmd_add(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         result = await kb.ingest_page(args.url, prune=args.prune)
     except RAGError as err:
         print(
-            f"error: ページの取り込みに失敗しました。 URL: {args.url} 原因: {err}",
+            f"エラー: ページの取り込みに失敗しました。 URL: {args.url} 原因: {err}",
             file=sys.stderr,
         )
         return 1
@@ -135,10 +147,10 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         print(f"  進み具合: rag jobs / 中止: rag jobs --cancel {job['id']}")
         return 0
     print("クロールを開始しました... (リンク収集中)", file=sys.stderr)
-    job = await _follow_job(kb, job, "Crawling", "page")
+    job = await _follow_job(kb, job, "クロール中", "ページ")
     if job["state"] != "done":
         reason = job["error"] or "ジョブが中止されました"
-        print(f"error: クロールに失敗しました。 原因: {reason}", file=sys.stderr)
+        print(f"エラー: クロールに失敗しました。 原因: {reason}", file=sys.stderr)
         return 1
     summary = CrawlSummary.from_dict(job["result"])
     print("\n  ".join(summary.report_lines()))
@@ -203,6 +215,8 @@ async def _cmd_search(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     elif args.full:
+        if not result.confident:
+            print(NO_MATCH_NOTE, file=sys.stderr)
         print(result.context or "no results")
     else:
         print_result(result)
@@ -427,7 +441,17 @@ async def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `rag`; errors are one line on stderr and a non-zero exit
     (0 ok, 1 error, 2 usage, 3 partial failure, 130 interrupted)."""
-    return guarded(lambda: _main(argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    japanese = next((a for a in args if not a.startswith("-")), "") in JAPANESE_COMMANDS
+    return guarded(lambda: _main(args), "中断しました" if japanese else "interrupted")
+
+
+def _error(command: str, err: BaseException) -> str:
+    """One line for a failed command, in the command's language."""
+    action = JAPANESE_COMMANDS.get(command)
+    if action is None:
+        return f"error: {err}"
+    return f"エラー: {action}に失敗しました。 原因: {err}"
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -448,7 +472,7 @@ def _main(argv: Sequence[str] | None) -> int:
         try:
             _crawl_options(args).validated(1, MAX_CRAWL_PAGES)
         except RAGError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(_error("crawl", err), file=sys.stderr)
             return 2
     import asyncio
 
@@ -457,7 +481,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return asyncio.run(_run(args))
     except (RAGError, SettingsError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(_error(args.command, err), file=sys.stderr)
         return 1
 
 

@@ -87,6 +87,7 @@ class RAGSettings(BaseSettings):
     rag_answer_chars: int = Field(3000, ge=100, le=1_000_000)
     rag_read_chars: int = Field(4000, ge=100, le=50_000)
     rag_min_combined_score: float | None = Field(None, ge=0.0, le=1.0)
+    rag_no_match_cutoff: float | None = Field(-0.7, ge=-10.0, le=10.0)
 
     # Crawling
     rag_max_crawl_pages: int = Field(50, ge=1, le=10000)
@@ -121,7 +122,8 @@ class RAGSettings(BaseSettings):
     rag_debug_log_enabled: bool = False
 
     @field_validator(
-        "rag_similarity_threshold", "rag_min_combined_score", "chroma_host", "openai_base_url",
+        "rag_similarity_threshold", "rag_min_combined_score", "rag_no_match_cutoff",
+        "chroma_host", "openai_base_url",
         mode="before",
     )  # fmt: skip
     @classmethod
@@ -185,6 +187,7 @@ RETRIEVAL_SETTINGS: tuple[str, ...] = (
     "rag_min_combined_score",
     "rag_passage_chars",
     "rag_answer_chars",
+    "rag_no_match_cutoff",
     "rag_debug_log_enabled",
 )
 

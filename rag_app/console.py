@@ -40,16 +40,17 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
-def guarded(body: Callable[[], int | None]) -> int:
+def guarded(body: Callable[[], int | None], interrupted: str = "interrupted") -> int:
     """Run a command's body and return its exit code, without a traceback when the
-    user presses Ctrl-C (exit 130) or the reader of stdout goes away (`| head`, exit 0)."""
+    user presses Ctrl-C (exit 130, `interrupted` on stderr) or the reader of stdout goes
+    away (`| head`, exit 0)."""
     try:
         try:
             return body() or 0
         finally:
             sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(interrupted, file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -64,7 +65,9 @@ def progress_reporter(
     a plain line at most every 5 s (and at the end) in a log."""
     if not sys.stderr.isatty():
         state = {"last": 0.0, "shown": (-1, -1)}
-        units = unit[:-1] + "ies" if unit.endswith("y") else unit + "s"
+        units = unit  # a Japanese counter word has no plural
+        if unit.isascii():
+            units = unit[:-1] + "ies" if unit.endswith("y") else unit + "s"
 
         def line(done: int, total: int) -> None:
             now = time.monotonic()

@@ -373,6 +373,7 @@ class KnowledgeBase:
             ),
             normalization=s.rag_fusion_normalization,
             mode=mode or default_mode,
+            no_match_cutoff=s.rag_no_match_cutoff,
         )
 
     def _search_settings(self, options: dict[str, Any] | None) -> RAGSettings:
@@ -905,6 +906,8 @@ class KnowledgeBase:
             vector_hits=[Hit.from_node(n) for n in outcome.vector],
             bm25_hits=[Hit.from_node(n) for n in outcome.bm25],
             timings=outcome.timings,
+            confident=outcome.confident,
+            evidence=outcome.evidence.to_dict(),
         )
         self._log_retrieval(search_settings, result)
         return result

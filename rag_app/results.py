@@ -103,13 +103,18 @@ def _scores(h: Hit) -> str:
     return " / ".join(parts)
 
 
-def format_hit(h: Hit, rank: int) -> str:
-    """One hit: `## [rank] Source: <url>`, its place (title › heading path, and the page
-    of a PDF) and scores, then its passage (or chunk text)."""
+def hit_place(h: Hit) -> str:
+    """Where a hit is: `title › heading › subheading` (an h1 repeating the title once)."""
     path = h.heading_path.split(" > ") if h.heading_path else []
     if path and path[0] == h.title:  # an h1 that repeats the page title
         path = path[1:]
-    place = " › ".join(p for p in (h.title, *path) if p)
+    return " › ".join(p for p in (h.title, *path) if p)
+
+
+def format_hit(h: Hit, rank: int) -> str:
+    """One hit: `## [rank] Source: <url>`, its place (title › heading path, and the page
+    of a PDF) and scores, then its passage (or chunk text)."""
+    place = hit_place(h)
     page = f"p. {h.page}" if h.page is not None else ""
     about = " · ".join(p for p in (place, page, _scores(h)) if p)
     body = demote_headings(h.passage or h.text)
@@ -129,7 +134,9 @@ def format_context(hits: list[Hit]) -> str:
 
 @dataclass
 class RetrievalResult:
-    """A search: ranked hits, the raw per-side lists (separate mode) and timings (ms)."""
+    """A search: ranked hits, the raw per-side lists (separate mode), timings (ms), and
+    whether the hits answer the query at all (`confident`, `rag_app.index.no_match`;
+    `evidence`: what the rule saw, `rag_app.index.no_match.Evidence`)."""
 
     query: str
     mode: str
@@ -137,6 +144,8 @@ class RetrievalResult:
     vector_hits: list[Hit] = field(default_factory=list)
     bm25_hits: list[Hit] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    confident: bool = True
+    evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
     def context(self) -> str:
@@ -156,6 +165,8 @@ class RetrievalResult:
             "bm25_hits": [h.to_dict() for h in self.bm25_hits],
             "sources": self.sources,
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
+            "confident": self.confident,
+            "evidence": self.evidence,
         }
 
     @classmethod
@@ -167,6 +178,8 @@ class RetrievalResult:
             vector_hits=[Hit.from_dict(h) for h in data.get("vector_hits", [])],
             bm25_hits=[Hit.from_dict(h) for h in data.get("bm25_hits", [])],
             timings=dict(data.get("timings_ms", {})),
+            confident=bool(data.get("confident", True)),
+            evidence=dict(data.get("evidence") or {}),
         )
 
 

@@ -158,14 +158,18 @@ def test_score_question_and_report() -> None:
     question = Question("q1", "query?", "code", "a.html", "x")
     output = "## Source: file:///s/b.html\nnothing\n\n## Source: file:///s/a.html\nthe x"
     sources = [h.source_url for h in hits]
-    result = score_question(question, hits, output, sources, pages, 12.5)
+    found = {"declined": False, "evidence": {"excess": 1.0, "unseen": ["tkinter"]}}
+    result = score_question(question, hits, output, sources, pages, 12.5, found)
     assert result.page_rank == 2
     assert result.metrics() == {"page@1": 0.0, "page@5": 1.0, "answer_in_output": 1.0}
     assert [h.source for h in result.hits] == ["b.html", "a.html"]
     assert [h.has_answer for h in result.hits] == [False, True]
     none_q = Question("n1", "unrelated?", "none", "", "")
-    none_r = score_question(none_q, hits[:1], "## Source: …", sources[:1], pages, 10.0)
+    weak = {"declined": False, "evidence": {"excess": -0.9, "unseen": ["moodle"]}}
+    none_r = score_question(none_q, hits[:1], "## Source: …", sources[:1], pages, 10.0, weak)
     assert none_r.confident and not none_r.answer_in_output
+    declined = score_question(none_q, hits[:1], "…", sources[:1], pages, 1.0, {"declined": True})
+    assert not declined.confident
     empty = score_question(none_q, [], "該当する情報が見つかりませんでした", [], pages, 9.0)
     assert not empty.confident and empty.top is None
 
@@ -194,14 +198,16 @@ def test_score_question_and_report() -> None:
     assert data["questions"][0]["top_vector_distance"] == 0.2
     md = report.markdown()
     assert "| code | 1 |" in md and "n1" in md
-    assert report.cutoffs == [
-        {
-            "max_distance": 0.2,
-            "none_silenced": 0.5,
-            "answerable_lost": 0.0,
-            "answer_returned_lost": 0.0,
-        }
-    ]
+    rows = {row["cutoff"]: row for row in report.cutoffs}
+    assert rows[-1.0] == {
+        "cutoff": -1.0,
+        "none_silenced": 0.5,  # the question with no hit at all
+        "answerable_lost": 0.0,
+        "answer_returned_lost": 0.0,
+    }
+    assert rows[-0.8]["none_silenced"] == 1.0  # excess -0.9 with a word the store lacks
+    assert rows[0.4]["answerable_lost"] == 0.0  # excess 1.0 stays above every cut-off
+    assert "| -0.80 | 1.000 |" in md
 
 
 def test_distribution() -> None:

@@ -48,7 +48,10 @@ def test_bad_input_is_one_line_and_nonzero(env: Path, capsys: pytest.CaptureFixt
     assert main(["search", "  "]) == 2
     assert "empty" in capsys.readouterr().err
     assert main(["delete", "https://nowhere.example/x"]) == 1
-    assert "Nothing is stored" in capsys.readouterr().err
+    err = capsys.readouterr().err  # a command with Japanese texts frames its errors in Japanese
+    assert err.startswith("エラー: 削除に失敗しました。 原因: Nothing is stored"), err
+    assert main(["crawl", "https://nowhere.example/", "--max-depth", "0"]) == 2
+    assert capsys.readouterr().err.startswith("エラー: クロールに失敗しました。 原因: max_depth")
 
 
 def test_invalid_setting_fails_with_one_line(

@@ -152,7 +152,9 @@ def test_each_command_turns_ctrl_c_into_130(
     import slack_router.__main__
 
     monkeypatch.setattr(rag_app.cli, "_run", _interrupt)
-    assert rag_app.cli.main(["stats"]) == 130
+    assert rag_app.cli.main(["search", "x"]) == 130
+    assert rag_app.cli.main(["-v", "stats"]) == 130  # a command that speaks Japanese
+    assert capsys.readouterr().err == "interrupted\n中断しました\n"
     monkeypatch.setitem(eval.commands.COMMANDS, "sweep", _interrupt)
     assert eval.cli.run(["sweep"]) == 130
     monkeypatch.setattr(mcp_server.__main__, "_serve", _interrupt)
@@ -164,4 +166,4 @@ def test_each_command_turns_ctrl_c_into_130(
         slack_router.__main__.main([])
     assert exit_info.value.code == 130
     err = capsys.readouterr().err
-    assert "Traceback" not in err and err.count("interrupted") == 4
+    assert "Traceback" not in err and err.count("interrupted") == 3

@@ -252,7 +252,8 @@ async def test_unexpected_exception_gives_a_generic_error_and_logs_the_traceback
     assert result.is_error
     message = text_of(result)
     assert message == (
-        "rag_stats failed because of an internal error; the server log has the details."
+        "エラー: 統計の取得に失敗しました。 原因: 内部エラーです (rag_stats)。"
+        "詳細はサーバーのログにあります。"
     )
     logged = [r for r in caplog.records if r.exc_info]
     assert logged and isinstance(logged[0].exc_info[1], ZeroDivisionError)  # type: ignore[index]
@@ -403,6 +404,7 @@ async def test_failed_open_is_a_tool_error_and_the_next_call_retries(
         second = await client.call_tool("rag_stats", {})
     assert first.is_error
     assert text_of(first) == (
+        "エラー: 統計の取得に失敗しました。 原因: "
         "The embedding server at http://localhost:1234/v1 is not reachable; start it."
     )
     assert not second.is_error, text_of(second)

@@ -284,8 +284,14 @@ def test_rank_score_and_summary() -> None:
     assert row_rank(hits[:1], q) is None
     result = score(q, hits, 12.5, ["スライム", "スライムベス"])
     assert result.rank == 2 and result.page_at_1
-    assert result.metrics() == {"row@1": 0.0, "row@5": 1.0, "mrr": 0.5, "page@1": 1.0}
-    empty = score(q, [], 3.0, [])
+    assert result.metrics() == {
+        "row@1": 0.0,
+        "row@5": 1.0,
+        "mrr": 0.5,
+        "page@1": 1.0,
+        "declined": 0.0,
+    }
+    empty = score(q, [], 3.0, [], declined=True)
     assert empty.rank is None and not empty.page_at_1 and empty.top_text == ""
     first = score(q, hits[1:], 10.0, [])
     groups = summarize([result, empty, first], "category")
@@ -293,6 +299,7 @@ def test_rank_score_and_summary() -> None:
         1 / 3, abs=1e-3
     )
     assert groups["all"].ms == pytest.approx(8.5)
+    assert groups["all"].metrics["declined"] == pytest.approx(1 / 3, abs=1e-3)
     assert isinstance(result, QuestionResult)
 
 

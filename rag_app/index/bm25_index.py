@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rag_app.index import bm25_segments as seg
 from rag_app.index.bm25_postings import Bag, Postings, QueryTerm, bag_of
 from rag_app.index.tokenizer import BOUND, GRAM, get_tokenizer, key_spans, key_term
@@ -219,6 +221,39 @@ class BM25Index:
                     self._p.id_to_slot[i] for s in sources for i in self._p.source_ids.get(s, ())
                 ]
             return self._p.search(self._query_terms(query, fields), top_k, k1, b, allowed)
+
+    def unseen_words(self, query: str) -> list[str]:
+        """The query's words that no stored chunk holds (body or context field): what
+        the store never mentions. The lexical half of the no-match rule."""
+        words = [t for t in dict.fromkeys(self._tokenizer(query)) if not t.startswith(GRAM)]
+        with self._lock:
+            p, vocab = self._p, self._p.vocab
+
+            def held(word: str) -> bool:
+                terms = [vocab[t] for t in (word, CONTEXT + word) if t in vocab]
+                return any(len(p.live(*p.postings(t))[0]) for t in terms)
+
+            return [w for w in words if not w.startswith(BOUND) and not held(w)]
+
+    def rarest_match(self, query: str, ids: Sequence[str]) -> int | None:
+        """The fewest chunks any query term held by one of `ids` is found in (body or
+        context; character n-grams too): 1 means a hit shares a term with the query that
+        no other chunk has. None when the hits share no term with the query."""
+        terms = dict.fromkeys(self._tokenizer(query))
+        with self._lock:
+            p, vocab = self._p, self._p.vocab
+            slots = np.asarray([p.id_to_slot[i] for i in ids if i in p.id_to_slot], np.int64)
+            best: int | None = None
+            for term in terms:
+                found = [
+                    p.live(*p.postings(vocab[t]))[0] for t in (term, CONTEXT + term) if t in vocab
+                ]
+                if not found:
+                    continue
+                holders = np.unique(np.concatenate(found))
+                if len(slots) and np.isin(slots, holders).any():
+                    best = len(holders) if best is None else min(best, len(holders))
+            return best
 
     # ------------------------------------------------------------- mutations
     def add(self, docs: Sequence[BM25Document]) -> int:

@@ -23,7 +23,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from rag_app.config import RAGSettings
 from rag_app.errors import EmbeddingMismatchError, StoreUnavailableError
-from rag_app.index.exact_vectors import ExactVectors
+from rag_app.index.exact_vectors import ExactVectors, VectorMatches
 from rag_app.parsing.metadata_modes import follows_modes, set_metadata_modes
 
 logger = logging.getLogger(__name__)
@@ -471,11 +471,17 @@ class ChromaStore:
         Chroma for distances only (~4x faster than for documents + metadata); the few hits
         actually returned are fetched afterwards.
         """
+        return self.query_vectors(embedding, top_k, sources).hits
+
+    def query_vectors(
+        self, embedding: Sequence[float], top_k: int, sources: Sequence[str] | None = None
+    ) -> VectorMatches:
+        """`query_ids` plus the similarity spread when the exact copy answered."""
         if top_k <= 0:
-            return []
+            return VectorMatches()
         exact = self.exact
         if exact is not None:
-            return exact.search(embedding, top_k, sources)
+            return exact.query(embedding, top_k, sources)
         try:
             where = {"source_url": {"$in": list(sources)}} if sources is not None else None
             got = self.collection.query(
@@ -486,9 +492,10 @@ class ChromaStore:
             )
         except Exception:
             if self.count() == 0:
-                return []
+                return VectorMatches()
             raise
-        return [(i, float(d)) for i, d in zip(got["ids"][0], got["distances"][0], strict=True)]
+        ids, distances = got["ids"][0], got["distances"][0]
+        return VectorMatches([(i, float(d)) for i, d in zip(ids, distances, strict=True)])
 
     # --- sources ----------------------------------------------------------
     def get_sources(self, sources: Sequence[str]) -> dict[str, SourceRecord]:

@@ -17,12 +17,49 @@ The owner keeps it in step with Chroma: every upsert and delete of chunks goes t
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 _MARGIN = 16  # extra candidates re-scored exactly, so ties near the cut cannot flip
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Mean and standard deviation of one query's cosine similarity over every chunk
+    searched: how far the best hit stands out from the store as a whole (the no-match
+    rule, `rag_app.index.no_match`, compares it with them)."""
+
+    mean: float
+    std: float
+    count: int
+
+    def z(self, distance: float) -> float | None:
+        """Standard score of a hit at cosine `distance` (None when the spread is flat)."""
+        if self.std <= 0:
+            return None
+        return (1.0 - distance - self.mean) / self.std
+
+    def excess(self, distance: float) -> float | None:
+        """How far the best hit stands out beyond chance: its standard score minus
+        sqrt(2 ln n), where the best of n unrelated similarities is expected to lie, so the
+        same cut-off holds for a store of 1,000 chunks and one of 20,000."""
+        z = self.z(distance)
+        if z is None or self.count < 2:
+            return None
+        return z - math.sqrt(2.0 * math.log(self.count))
+
+
+@dataclass
+class VectorMatches:
+    """Nearest ids with cosine distances, best first, and the similarity spread (None
+    when Chroma's HNSW answered: it scores only the candidates it visits)."""
+
+    hits: list[tuple[str, float]] = field(default_factory=list)
+    spread: Spread | None = None
 
 
 class ExactVectors:
@@ -94,6 +131,12 @@ class ExactVectors:
         self, vector: Sequence[float], top_k: int, sources: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
         """The `top_k` nearest ids with cosine distances, best first; ties by id."""
+        return self.query(vector, top_k, sources).hits
+
+    def query(
+        self, vector: Sequence[float], top_k: int, sources: Sequence[str] | None = None
+    ) -> VectorMatches:
+        """`search` plus the spread of the similarity over every chunk searched."""
         query = np.asarray(vector, dtype=np.float32)
         norm = float(np.linalg.norm(query))
         if norm > 0:
@@ -101,18 +144,28 @@ class ExactVectors:
         with self._lock:
             n = len(self._ids)
             if n == 0 or top_k <= 0:
-                return []
+                return VectorMatches()
             scores = self._matrix[:n] @ query
+            searched = scores
             if sources is not None:
                 codes = [self._source_code[s] for s in sources if s in self._source_code]
-                scores[~np.isin(self._codes[:n], codes)] = -np.inf
+                inside = np.isin(self._codes[:n], codes)
+                searched = scores[inside]
+                scores[~inside] = -np.inf
+            spread = None
+            if len(searched):
+                spread = Spread(
+                    float(searched.mean(dtype=np.float64)),
+                    float(searched.std(dtype=np.float64)),
+                    len(searched),
+                )
             want = min(top_k + _MARGIN, n)
             rows = np.argpartition(-scores, want - 1)[:want] if want < n else np.arange(n)
             rows = rows[np.isfinite(scores[rows])]
             exact = self._matrix[rows].astype(np.float64) @ query.astype(np.float64)
             found = [(self._ids[r], 1.0 - float(s)) for r, s in zip(rows, exact, strict=True)]
         found.sort(key=lambda hit: (round(hit[1], 9), hit[0]))
-        return found[:top_k]
+        return VectorMatches(found[:top_k], spread)
 
     def _grow(self, size: int) -> None:
         if size <= len(self._matrix):

@@ -18,7 +18,9 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from rag_app.index.bm25_index import FieldWeights
+from rag_app.index.exact_vectors import Spread, VectorMatches
 from rag_app.index.fusion import fetch_count, fuse
+from rag_app.index.no_match import LOOKUP_ALL, Evidence, bm25_lead, excess_of
 from rag_app.index.store import KnowledgeStore
 from rag_app.parsing.metadata_modes import hide_keys
 from rag_app.results import SCORE_KEYS, SEARCH_MODES
@@ -32,13 +34,16 @@ __all__ = ["SEARCH_MODES", "HybridRetriever", "SearchMode", "SearchOutcome"]
 
 @dataclass
 class SearchOutcome:
-    """Ranked nodes (`fused`) plus the raw per-side lists and step timings in ms."""
+    """Ranked nodes (`fused`) plus the raw per-side lists, step timings in ms and whether
+    the hits answer the query at all (`rag_app.index.no_match`)."""
 
     mode: str
     fused: list[NodeWithScore] = field(default_factory=list)
     vector: list[NodeWithScore] = field(default_factory=list)
     bm25: list[NodeWithScore] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=Evidence)
+    confident: bool = True
 
 
 async def _done() -> int:
@@ -79,6 +84,7 @@ class HybridRetriever(BaseRetriever):
         bm25_fields: FieldWeights | None = None,
         normalization: str = "min-max",
         mode: SearchMode = "fused",
+        no_match_cutoff: float | None = None,
     ) -> None:
         super().__init__()
         self.store = store
@@ -93,6 +99,7 @@ class HybridRetriever(BaseRetriever):
         self.bm25_fields = bm25_fields
         self.normalization = normalization
         self.mode: SearchMode = mode
+        self.no_match_cutoff = no_match_cutoff
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """Synchronous `retrieve()`; inside a running event loop (Jupyter) the search runs
@@ -125,6 +132,7 @@ class HybridRetriever(BaseRetriever):
         with timer("total", t, logger):
             vec_raw: list[tuple[str, float]] = []
             bm_raw: list[tuple[str, float]] = []
+            spread: list[Spread | None] = [None]
             want_vec = mode in ("fused", "vector", "separate")
             want_bm = mode in ("fused", "bm25", "separate")
             # with a Chroma server: other machines' writes are applied once per search,
@@ -138,7 +146,11 @@ class HybridRetriever(BaseRetriever):
                     emb = await self.embed_model.aget_query_embedding(query)
                 await caught_up
                 with timer("vector_query", t, logger):
-                    return await asyncio.to_thread(self.store.query_ids, emb, k, sources)
+                    got: VectorMatches = await asyncio.to_thread(
+                        self.store.query_vectors, emb, k, sources
+                    )
+                spread[0] = got.spread
+                return got.hits
 
             async def bm25_side() -> list[tuple[str, float]]:
                 await caught_up
@@ -182,7 +194,30 @@ class HybridRetriever(BaseRetriever):
                     outcome.fused = outcome.vector
                 elif mode == "bm25":
                     outcome.fused = outcome.bm25
+                self._judge(query, vec_raw, bm_raw, spread[0], outcome)
         return outcome
+
+    def _judge(
+        self,
+        query: str,
+        vec_raw: list[tuple[str, float]],
+        bm_raw: list[tuple[str, float]],
+        spread: Spread | None,
+        outcome: SearchOutcome,
+    ) -> None:
+        """The no-match rule's evidence and verdict; the lexical evidence is looked up
+        only when the vector side alone would decline (it tokenizes the query again)."""
+        best = min((d for _, d in vec_raw), default=None)
+        evidence = Evidence(excess=excess_of(best, spread))
+        cutoff = self.no_match_cutoff
+        if evidence.declines(cutoff) or (cutoff is not None and cutoff >= LOOKUP_ALL):
+            evidence.unseen = self.store.unseen_words(query)
+            top = outcome.fused or outcome.vector or outcome.bm25
+            ids = [n.node.node_id for n in top[:1]]
+            evidence.rarest_match = self.store.rarest_match(query, ids)
+            evidence.bm25_lead = bm25_lead([score for _, score in bm_raw])
+        outcome.evidence = evidence
+        outcome.confident = not evidence.declines(cutoff)
 
     def _rank(
         self,

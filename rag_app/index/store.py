@@ -38,6 +38,7 @@ from rag_app.index.change_log import (
     now_ms,
 )
 from rag_app.index.chroma_store import HNSW_EF_SEARCH, ChromaStore, SourceRecord
+from rag_app.index.exact_vectors import VectorMatches
 from rag_app.parsing.content_type import is_numeric_token
 from rag_app.parsing.metadata_modes import context_text
 from rag_app.results import CheckReport
@@ -182,6 +183,17 @@ class KnowledgeStore:
         self, embedding: Sequence[float], top_k: int, sources: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
         return self.chroma.query_ids(embedding, top_k, sources)
+
+    def query_vectors(
+        self, embedding: Sequence[float], top_k: int, sources: Sequence[str] | None = None
+    ) -> VectorMatches:
+        return self.chroma.query_vectors(embedding, top_k, sources)
+
+    def unseen_words(self, query: str) -> list[str]:
+        return self.bm25.unseen_words(query)
+
+    def rarest_match(self, query: str, ids: Sequence[str]) -> int | None:
+        return self.bm25.rarest_match(query, ids)
 
     def bm25_search(
         self,

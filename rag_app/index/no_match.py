@@ -1,0 +1,84 @@
+"""The no-match rule: when a search has nothing that answers the query, say so.
+
+A question about something the store never mentions still gets nearest neighbours, and
+their absolute distances overlap those of answerable questions (docs/evaluation.md). A
+search is declined only when the vector side is weak and nothing lexical vouches for it:
+
+- the best vector hit barely stands out from the store as a whole: the standard score of
+  its cosine similarity against every chunk searched, minus sqrt(2 ln n), where the best
+  of n unrelated chunks is expected to lie (`Spread.excess`, a query-performance
+  predictor in the spirit of WIG and NQC), is below `RAG_NO_MATCH_CUTOFF`;
+- the query holds a word that no stored chunk holds (`BM25Index.unseen_words`): a
+  question about tkinter names tkinter;
+- the best hit shares no rare term with the query (one at most `RARE_DF` chunks hold: a
+  name, a row key, a code), and the best BM25 hit does not lead the second by
+  `BM25_LEAD`: an exact lookup that BM25 answers is kept even when the words around the
+  name are new to the store.
+
+It needs the similarity of every chunk, which the exact-search copy computes anyway
+(`rag_app.index.exact_vectors.Spread`); a store above `RAG_EXACT_SEARCH_MAX_CHUNKS`, or
+searched by BM25 alone, is never declined.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rag_app.index.exact_vectors import Spread
+
+MIN_CHUNKS = 200
+"""Below this many chunks searched the spread says too little to decline anything."""
+RARE_DF = 3
+"""A term held by at most this many chunks is specific enough to vouch for a hit
+(measured in docs/evaluation.md: 1 and 2 lose more table lookups, 5 and 10 decline fewer
+no-answer questions)."""
+BM25_LEAD = 1.2
+"""A best BM25 hit scoring this many times the second one is a lookup BM25 answered."""
+LOOKUP_ALL = 10.0
+"""At a cut-off this high every search records all its evidence (for calibration runs)."""
+
+
+@dataclass
+class Evidence:
+    """What the rule looks at: `excess` of the best vector hit (None when not measured);
+    the query's words no chunk holds, the rarest term the best hit shares with the query
+    and how far the best BM25 hit leads the second (these three are looked up only when
+    the excess alone would decline; None: not looked up)."""
+
+    excess: float | None = None
+    unseen: list[str] | None = None
+    rarest_match: int | None = None
+    bm25_lead: float | None = None
+
+    def declines(self, cutoff: float | None) -> bool:
+        """Whether the rule at `cutoff` says nothing answers the query (`cutoff` None:
+        the rule is off). Evidence not looked up yet counts against the hits."""
+        if cutoff is None or self.excess is None or self.excess >= cutoff:
+            return False
+        if self.unseen is not None and not self.unseen:
+            return False  # the store knows every word of the query
+        if self.rarest_match is not None and self.rarest_match <= RARE_DF:
+            return False  # the best hit shares a specific term with it
+        return self.bm25_lead is None or self.bm25_lead < BM25_LEAD
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def excess_of(best_distance: float | None, spread: Spread | None) -> float | None:
+    """The best vector hit's excess, when the spread is measured over enough chunks."""
+    if best_distance is None or spread is None or spread.count < MIN_CHUNKS:
+        return None
+    excess = spread.excess(best_distance)
+    return None if excess is None else round(excess, 4)
+
+
+def bm25_lead(scores: list[float]) -> float | None:
+    """The best BM25 score over the second best (99 when only one chunk matched)."""
+    top = sorted(scores, reverse=True)[:2]
+    if not top or top[0] <= 0:
+        return None
+    if len(top) == 1 or top[1] <= 0:
+        return 99.0
+    return round(min(top[0] / top[1], 99.0), 4)
