@@ -48,13 +48,23 @@ NeighbourFetcher = Callable[[str, int, int], list[Piece]]
 """(source, first chunk_index, last chunk_index) → the stored chunks in that range."""
 
 
+def _without_repeated_heading(first: str, second: str) -> str:
+    """`second` without its first line when that line is a Markdown heading `first`
+    already shows: every stored chunk of a section starts with the section's heading."""
+    line, newline, rest = second.partition("\n")
+    if newline and line.startswith("#") and line in first.split("\n"):
+        return rest
+    return second
+
+
 def join_chunks(first: str, second: str) -> str:
-    """`first` then `second` without the overlap the chunker repeated at the start of
-    `second`; a newline between them when they do not overlap.
+    """`first` then `second` without the heading line and the overlap the chunker repeated
+    at the start of `second`; a newline between them when they do not overlap.
 
     Only the places in `first`'s tail where `second`'s first characters occur are tried
     (the longest overlap wins), so a join costs a few string searches, not one per length.
     """
+    second = _without_repeated_heading(first, second)
     head = second[:MIN_JOIN_OVERLAP]
     if len(head) == MIN_JOIN_OVERLAP:
         start = max(0, len(first) - min(len(second), MAX_JOIN_OVERLAP))

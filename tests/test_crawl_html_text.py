@@ -52,6 +52,25 @@ def test_headings_lists_code_and_definitions() -> None:
     assert "HP: ヒットポイント。0になると倒れる。" in text
 
 
+def test_inline_markup_adds_no_spaces_and_permalinks_are_dropped() -> None:
+    html = (
+        '<h2>Basic Usage<a class="headerlink" href="#u">¶</a></h2><dl><dt>'
+        '<span class="pre">json.</span><span class="name">dumps</span>(<em>obj</em>, '
+        "<em>*</em>, <em>skipkeys</em><span>=</span><span>False</span>)"
+        '<a class="headerlink" href="#json.dumps">¶</a></dt>'
+        "<dd><p>Serialize.</p>Then<br>more<div>block</div>after</dd></dl>"
+        "<table><tr><th>Format</th><th>C Type</th></tr>"
+        "<tr><td><code>n</code></td><td><code>ssize_t</code><div>or</div>long</td></tr></table>"
+        '<div class="related" role="navigation"><h3>Navigation</h3><ul><li>index</li></ul></div>'
+    )
+    text = html_to_text(html).text
+    assert "## Basic Usage\n" in text and "¶" not in text
+    assert "json.dumps(obj, *, skipkeys=False)" in text
+    assert "Serialize. Then more block after" in text  # blocks and <br> still break words
+    assert "ssize_t or long" in text
+    assert "Navigation" not in text  # a navigation bar that is not a <nav>
+
+
 def test_paragraphs_are_separated_and_japanese_line_breaks_joined() -> None:
     text = html_to_text(fixture("prose_only.html")).text
     paragraphs = text.split("\n\n")

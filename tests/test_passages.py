@@ -38,6 +38,17 @@ def test_join_removes_the_overlap_and_only_a_real_one() -> None:
     assert join_chunks("abc。", "。xyz") == "abc。\n。xyz"  # a 1-character match is chance
 
 
+def test_join_drops_the_section_heading_every_chunk_repeats() -> None:
+    first = "# json ¶\nBe cautious when parsing JSON data: it may consume CPU and memory."
+    second = "# json ¶\nCPU and memory. Limiting the size of data is recommended."
+    assert join_chunks(first, second) == (
+        "# json ¶\nBe cautious when parsing JSON data: it may consume CPU and memory. "
+        "Limiting the size of data is recommended."
+    )
+    other = "# other ¶\nCPU and memory. Limiting"  # another heading is kept
+    assert join_chunks(first, other) == f"{first}\n{other}"
+
+
 def test_a_hit_grows_in_its_section_within_the_budget() -> None:
     hit = _hit(5, SECTION[5].text)
     (wide,) = expand_hits([hit], fetch, per_hit=100, total=3000)

@@ -87,6 +87,9 @@ _CJK_BREAK = re.compile(rf"(?<=[{_CJK}])[ \t\r]*\n\s*(?=[{_CJK}])")
 _MAX_COLSPAN = 50
 MAX_NESTING = 32  # lists / quotes inside each other; deeper ones are rendered as plain blocks
 _CELL_PARTS = frozenset({"td", "th", "tr"})
+_BREAKS = _BLOCKS | frozenset({"br", "hr", "ul", "ol", "dl", "dt", "dd", "table", "pre"})
+_BREAKS |= frozenset(_HEADINGS) | frozenset({"blockquote", "nav", "aside", "footer"})
+"""Elements a browser starts on a line of their own: their text is not glued to the next."""
 _DEFINITION_PARTS = frozenset({"dt", "dd"})
 _NESTED_LIST = frozenset({"dl"})
 _CONTENT_REGIONS = frozenset({"article", "main"})
@@ -122,7 +125,7 @@ def cap_title(title: str) -> str:
 
 
 def _inline_text(tag: Tag) -> str:
-    return collapse(tag.get_text(" "))
+    return _own_text(tag, frozenset())
 
 
 def _has_ancestor(tag: Tag, names: frozenset[str], memo: dict[int, bool]) -> bool:
@@ -158,6 +161,10 @@ def _holding(tags: TagIndex, names: frozenset[str]) -> set[int]:
 
 def _remove_boilerplate(tags: TagIndex) -> None:
     tags.remove(tags.named(_DROP_ALWAYS))
+    # Sphinx and MkDocs put a permalink `¶` after every heading and signature
+    tags.remove([t for t in tags.named("a") if "headerlink" in (t.get("class") or ())])
+    # navigation bars and sidebars that are not <nav> elements (Sphinx: role="navigation")
+    tags.remove([t for t in tags.live() if t.get("role") in ("navigation", "search")])
     tags.remove([t for t in tags.live() if "hidden" in t.attrs or t.get("aria-hidden") == "true"])
     memo: dict[int, bool] = {}
     # A header inside <article>/<main> usually holds the page title: keep it.
@@ -191,20 +198,34 @@ def _children_of(tag: Tag, enter: Callable[[Tag], bool]) -> Iterator[PageElement
 
 
 def _own_text(tag: Tag, skip: frozenset[str], whole: frozenset[str] = frozenset()) -> str:
-    """`tag.get_text(" ")` collapsed, leaving out `skip` elements (rendered on their own).
+    """The text of `tag` as a browser shows it, collapsed, leaving out `skip` elements
+    (rendered on their own): text nodes joined as they are, so `json.<em>dumps</em>(`
+    stays `json.dumps(`, and a space where a block element or `<br>` breaks the line.
 
     Elements named in `whole` count with all their text. Sloppy HTML nests unclosed cells,
     rows and definitions in one another; without this each would repeat all later ones.
     """
     types = tag.interesting_string_types or Tag.MAIN_CONTENT_STRING_TYPES
     parts: list[str] = []
-    for node in _children_of(tag, lambda t: t.name not in skip and t.name not in whole):
-        if isinstance(node, Tag):
+    stack: list[tuple[Iterator[PageElement], bool]] = [(iter(tag.children), False)]
+    while stack:
+        children, breaks = stack[-1]
+        node = next(children, None)
+        if node is None:
+            stack.pop()
+            if breaks:
+                parts.append(" ")  # the text after a block starts a new line
+        elif isinstance(node, Tag):
             if node.name in whole:
-                parts.append(node.get_text(" "))
+                parts.append(f" {_own_text(node, frozenset())} ")
+            elif node.name not in skip:
+                is_break = node.name in _BREAKS
+                if is_break:
+                    parts.append(" ")
+                stack.append((iter(node.children), is_break))
         elif type(node) in types:
             parts.append(str(node))
-    return collapse(" ".join(parts))
+    return collapse("".join(parts))
 
 
 def _table_rows(table: Tag) -> tuple[list[Tag], bool]:

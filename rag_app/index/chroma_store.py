@@ -34,6 +34,7 @@ ACTIVE_KEY = "active_chunks"  # sources-collection metadata: which collection ho
 _BATCH = 2000
 _PAGE = 1000  # vectors per read of the exact-search copy
 WRITE_SLICE = 64
+UNFINDABLE_RECHECK = 200  # how wide `unfindable` looks again before calling a chunk lost
 """Chunks per Chroma upsert or delete call. Chroma's embedded client holds the GIL for a
 whole call, so one 500-chunk page written in one call stopped every other thread (every
 search) for 0.49–0.60 s; in slices of 64 the longest stall was 0.15–0.34 s, for ×1.45–2.24
@@ -348,7 +349,8 @@ class ChromaStore:
 
     def unfindable(self, ids: Sequence[str], k: int = 10) -> list[str]:
         """Those of `ids` that a query with their own stored embedding does not return in
-        the top `k`: chunks the vector index lost (e.g. after a crash) or cannot reach."""
+        the top `k`, nor in a wider second look: chunks the vector index lost (e.g. after
+        a crash) or cannot reach."""
         lost: list[str] = []
         for start in range(0, len(ids), 500):
             part = list(ids[start : start + 500])
@@ -363,9 +365,18 @@ class ChromaStore:
             hits = self.collection.query(
                 query_embeddings=[list(e) for e in embeddings], n_results=k, include=[]
             )
-            for chunk_id, row in zip(found_ids, hits["ids"], strict=True):
-                if chunk_id not in row:
-                    lost.append(chunk_id)
+            missed = [
+                (chunk_id, embedding)
+                for chunk_id, embedding, row in zip(found_ids, embeddings, hits["ids"], strict=True)
+                if chunk_id not in row
+            ]
+            if missed:  # near-identical chunks can crowd a top 10: look again, wider
+                wide = self.collection.query(
+                    query_embeddings=[list(e) for _, e in missed],
+                    n_results=min(self.count(), UNFINDABLE_RECHECK),
+                    include=[],
+                )
+                lost += [i for (i, _), row in zip(missed, wide["ids"], strict=True) if i not in row]
         return lost
 
     def reinsert(self, ids: Sequence[str]) -> None:
