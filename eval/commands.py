@@ -230,13 +230,6 @@ def no_match_cost(
         first = [q for q in lost if verdicts[q.query][1][:1] in ([s] for s in q.expected_sources)]
         out[f"cutoff {t:g}"] = {"declined": len(lost), "relevant_first": len(first)}
     return out
-    for t in (cutoff, *(t for t in CUTOFF_GRID if t < cutoff)):
-        lost = [
-            q for q in answerable if not verdicts[q.query][0] and (verdicts[q.query][1] or 0.0) < t
-        ]
-        first = [q for q in lost if verdicts[q.query][2][:1] in ([s] for s in q.expected_sources)]
-        out[f"z<{t:g}"] = {"declined": len(lost), "relevant_first": len(first)}
-    return out
 
 
 def _print_summary(report: EvaluationReport, comparison: Comparison | None) -> None:

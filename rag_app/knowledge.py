@@ -894,7 +894,7 @@ class KnowledgeBase:
         retriever = self.retriever(n_results=fetch_n, settings=search_settings)
         outcome = await retriever.search(query.strip(), mode=mode, sources=scope)  # type: ignore[arg-type]
         hits = [Hit.from_node(n) for n in outcome.fused]
-        if widen and hits:
+        if widen and hits and outcome.confident:  # a declined search shows pointers only
             with timer("passages", outcome.timings):
                 hits = await asyncio.to_thread(self._passages, hits, search_settings, wanted)
         else:

@@ -20,6 +20,7 @@ returned.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -33,6 +34,7 @@ PASSAGE_REACH = 8
 MIN_JOIN_OVERLAP = 4
 """Shorter matches between a chunk's end and the next one's start are coincidence."""
 MAX_JOIN_OVERLAP = 1000
+_HEADING_LINE = re.compile(r"#{1,6} \S")
 
 
 @dataclass(frozen=True)
@@ -48,23 +50,24 @@ NeighbourFetcher = Callable[[str, int, int], list[Piece]]
 """(source, first chunk_index, last chunk_index) → the stored chunks in that range."""
 
 
-def _without_repeated_heading(first: str, second: str) -> str:
-    """`second` without its first line when that line is a Markdown heading `first`
-    already shows: every stored chunk of a section starts with the section's heading."""
-    line, newline, rest = second.partition("\n")
-    if newline and line.startswith("#") and line in first.split("\n"):
-        return rest
-    return second
+def section_heading(text: str) -> str:
+    """The Markdown heading line a chunk starts with (every stored chunk of a section
+    repeats its section's heading), or ""."""
+    line = text.partition("\n")[0]
+    return line if _HEADING_LINE.match(line) else ""
 
 
-def join_chunks(first: str, second: str) -> str:
-    """`first` then `second` without the heading line and the overlap the chunker repeated
-    at the start of `second`; a newline between them when they do not overlap.
+def join_chunks(first: str, second: str, heading: str | None = None) -> str:
+    """`first` then `second` without the overlap the chunker repeated at the start of
+    `second`, nor its leading `heading` line (by default the heading `first` starts with);
+    a newline between them when they do not overlap.
 
     Only the places in `first`'s tail where `second`'s first characters occur are tried
     (the longest overlap wins), so a join costs a few string searches, not one per length.
     """
-    second = _without_repeated_heading(first, second)
+    heading = section_heading(first) if heading is None else heading
+    if heading and second.startswith(heading + "\n"):
+        second = second[len(heading) + 1 :]
     head = second[:MIN_JOIN_OVERLAP]
     if len(head) == MIN_JOIN_OVERLAP:
         start = max(0, len(first) - min(len(second), MAX_JOIN_OVERLAP))
@@ -180,6 +183,7 @@ def reading_text(
     text = ""
     paths: list[str] = []
     last_path: str | None = None
+    heading_line = ""  # the current section's heading, which its chunks repeat
     for _, chunk, path, level in sorted(pieces, key=lambda p: p[0]):
         if not _in_section(path, section):
             continue
@@ -192,8 +196,9 @@ def reading_text(
                 block = f"{'#' * max(1, min(level, 6))} {heading}\n{chunk}"
             text = f"{text}\n\n{block}" if text else block
             last_path = path
+            heading_line = section_heading(block)
         else:
-            text = join_chunks(text, chunk)
+            text = join_chunks(text, chunk, heading_line)
     return text, paths
 
 

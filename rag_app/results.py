@@ -348,7 +348,7 @@ class CheckReport:
     orphan_records: list[str] = field(default_factory=list)
     repaired: bool = False
     vector_checked: int = 0
-    unfindable_by_vector: int = 0  # chunks their own embedding does not find (top 10)
+    unfindable_by_vector: int = 0  # chunks their own embedding does not find (top 10, then 200)
 
     @property
     def ok(self) -> bool:

@@ -40,8 +40,11 @@ def unique(urls: Iterable[str]) -> list[str]:
 
 
 def sources_of(result: ToolResult) -> list[str]:
-    """The distinct source URLs of one search result, in the order returned."""
+    """The distinct source URLs of one search result, in the order returned; none when
+    the search found nothing that answers the question (`confident` false)."""
     if result.is_error:
+        return []
+    if result.structured and result.structured.get("confident") is False:
         return []
     if result.structured:
         listed = result.structured.get("sources")

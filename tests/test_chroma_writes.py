@@ -38,3 +38,23 @@ def test_a_big_write_is_split_into_slices_and_all_of_it_lands(
     assert store.all_ids() == {f"c{i}" for i in range(10)}
     store.delete_ids([f"c{i}" for i in range(9)])
     assert store.all_ids() == {"c9"}
+
+
+def test_unfindable_looks_wider_before_calling_a_crowded_chunk_lost(tmp_path: Path) -> None:
+    """30 chunks with one vector: a top 10 cannot hold them all, yet none is lost."""
+    store = chroma_store.ChromaStore(
+        chromadb.PersistentClient(path=str(tmp_path)), "kb_crowd", model_name="m", dimension=3
+    )
+    nodes = [
+        TextNode(
+            id_=f"d{i:02d}", text=f"t{i}", embedding=[1.0, 0.0, 0.0], metadata={"source_url": "s"}
+        )
+        for i in range(30)
+    ]
+    store.upsert_nodes(nodes)
+    ids = [n.node_id for n in nodes]
+    top = store.collection.query(query_embeddings=[[1.0, 0.0, 0.0]], n_results=10, include=[])
+    assert len(set(ids) - set(top["ids"][0])) == 20  # the first look misses most of them
+    assert store.unfindable(ids) == []
+    store.collection.delete(ids=["d05"])  # gone from the index: its own vector is lost
+    assert store.unfindable(["d05", "d06"]) == []  # a chunk Chroma no longer has is skipped

@@ -69,6 +69,11 @@ def test_inline_markup_adds_no_spaces_and_permalinks_are_dropped() -> None:
     assert "Serialize. Then more block after" in text  # blocks and <br> still break words
     assert "ssize_t or long" in text
     assert "Navigation" not in text  # a navigation bar that is not a <nav>
+    kept = html_to_text(
+        '<div role="Navigation menubar"><main><h2><a class="headerlink">Real</a></h2>'
+        "<p>Body text.</p></main></div>"
+    ).text
+    assert "## Real" in kept and "Body text." in kept  # content inside is kept
 
 
 def test_paragraphs_are_separated_and_japanese_line_breaks_joined() -> None:

@@ -88,6 +88,7 @@ def test_the_rule_declines_only_a_weak_best_hit_the_lexical_evidence_does_not_vo
     assert no_match.excess_of(1 - 0.86, small) is None  # too few chunks to tell
     assert no_match.excess_of(1 - 0.86, Spread(0.8, 0.0, 500)) is None
     assert no_match.excess_of(None, spread) is None
+    assert no_match.excess_of(1 - 0.86, Spread(float("nan"), float("nan"), 500)) is None
 
 
 def test_bm25_lead_is_the_best_score_over_the_second() -> None:
@@ -130,10 +131,27 @@ async def test_a_declined_search_says_so_and_points_without_passages(
         )
         assert never.confident and never.evidence["excess"] is not None
         bm25_only = await kb.retrieve("tkinter window", mode="bm25", options=strict)
-        assert bm25_only.confident  # no vector evidence, nothing declined
+        assert bm25_only.confident and bm25_only.evidence["excess"] is None
+        vector = await kb.retrieve(
+            "How do I make a tkinter window with a button?", mode="vector", options=strict
+        )
+        assert not vector.confident  # judged like a fused search, BM25 asked for its lead
+        assert vector.evidence["bm25_lead"] is not None
+        separate = await kb.retrieve(
+            "How do I make a tkinter window with a button?", mode="separate", options=strict
+        )
+        assert not separate.confident
+        lenient = await kb.retrieve(
+            "How do I make a tkinter window with a button?", options={"rag_no_match_cutoff": -9.0}
+        )
+        assert lenient.confident and lenient.evidence["unseen"] is None  # nothing looked up
+        assert lenient.hits[0].passage  # a confident hit is widened to its passage
     finally:
         await kb.aclose()
 
+    assert not declined.hits[0].passage  # a declined search is not widened
+    assert format_search(separate).startswith(NO_MATCH)
+    assert "# ベクトル検索の結果" not in format_search(separate)
     text = format_search(declined)
     assert text.startswith(NO_MATCH)
     assert "## [" not in text  # no hit reads as an answer

@@ -47,6 +47,23 @@ def test_join_drops_the_section_heading_every_chunk_repeats() -> None:
     )
     other = "# other ¶\nCPU and memory. Limiting"  # another heading is kept
     assert join_chunks(first, other) == f"{first}\n{other}"
+    code = "#include <stdio.h>\nint main(void);"  # not a Markdown heading: nothing dropped
+    assert join_chunks(code, code + " x") == code + " x"
+
+
+def test_reading_text_drops_repeated_headings_but_keeps_hash_lines() -> None:
+    pieces = [
+        (0, "## Setup\nInstall it first, then run the", "Setup", 2),
+        (1, "## Setup\nthen run the tool once.", "Setup", 2),
+        (2, "## Setup\n#include <stdio.h>\nmore", "Setup", 2),
+        (3, "## Use\nCall it.", "Use", 2),
+        (4, "## Use\n#include <stdio.h>\nagain", "Use", 2),
+    ]
+    text, paths = reading_text(pieces)
+    assert paths == ["Setup", "Use"]
+    assert text.count("## Setup") == 1 and text.count("## Use") == 1
+    assert "Install it first, then run the tool once." in text
+    assert text.count("#include <stdio.h>") == 2  # a code line like a heading stays
 
 
 def test_a_hit_grows_in_its_section_within_the_budget() -> None:

@@ -196,3 +196,9 @@ async def test_sources_from_structured_content_and_labelled_text() -> None:
     )
     assert sources_of(ranked) == ["https://f.example/5", "https://g.example/6"]
     assert sources_of(ToolResult(text="出典: https://e.example", is_error=True)) == []
+    declined = ToolResult(
+        text="該当する情報が見つかりませんでした。\n- [1] T — https://h.example/7",
+        is_error=False,
+        structured={"sources": ["https://h.example/7"], "confident": False},
+    )
+    assert sources_of(declined) == []  # nearest pages of a declined search are no references

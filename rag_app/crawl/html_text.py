@@ -94,6 +94,8 @@ _DEFINITION_PARTS = frozenset({"dt", "dd"})
 _NESTED_LIST = frozenset({"dl"})
 _CONTENT_REGIONS = frozenset({"article", "main"})
 _FORM_CONTENT = frozenset({"article", "main", "h1", "h2", "h3"})
+_NAV_ROLES = frozenset({"navigation", "search"})
+_PERMALINK_MARKS = frozenset({"", "¶", "#", "§", "🔗", "link"})
 
 
 @dataclass(frozen=True)
@@ -162,9 +164,19 @@ def _holding(tags: TagIndex, names: frozenset[str]) -> set[int]:
 def _remove_boilerplate(tags: TagIndex) -> None:
     tags.remove(tags.named(_DROP_ALWAYS))
     # Sphinx and MkDocs put a permalink `¶` after every heading and signature
-    tags.remove([t for t in tags.named("a") if "headerlink" in (t.get("class") or ())])
-    # navigation bars and sidebars that are not <nav> elements (Sphinx: role="navigation")
-    tags.remove([t for t in tags.live() if t.get("role") in ("navigation", "search")])
+    permalinks = [t for t in tags.named("a") if "headerlink" in (t.get("class") or ())]
+    tags.remove([t for t in permalinks if t.get_text().strip() in _PERMALINK_MARKS])
+    # navigation bars and sidebars that are not <nav> elements (Sphinx: role="navigation",
+    # with an <h3> of their own), unless they hold the page's <main> or <article>
+    with_content = _holding(tags, _CONTENT_REGIONS)
+    tags.remove(
+        [
+            t
+            for t in tags.live()
+            if _NAV_ROLES & set(str(t.get("role") or "").lower().split())
+            and id(t) not in with_content
+        ]
+    )
     tags.remove([t for t in tags.live() if "hidden" in t.attrs or t.get("aria-hidden") == "true"])
     memo: dict[int, bool] = {}
     # A header inside <article>/<main> usually holds the page title: keep it.

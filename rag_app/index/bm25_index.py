@@ -243,16 +243,16 @@ class BM25Index:
         with self._lock:
             p, vocab = self._p, self._p.vocab
             slots = np.asarray([p.id_to_slot[i] for i in ids if i in p.id_to_slot], np.int64)
+            if not len(slots):
+                return None
             best: int | None = None
             for term in terms:
-                found = [
-                    p.live(*p.postings(vocab[t]))[0] for t in (term, CONTEXT + term) if t in vocab
-                ]
-                if not found:
-                    continue
-                holders = np.unique(np.concatenate(found))
-                if len(slots) and np.isin(slots, holders).any():
-                    best = len(holders) if best is None else min(best, len(holders))
+                found = [p.postings(vocab[t])[0] for t in (term, CONTEXT + term) if t in vocab]
+                if not any(np.isin(slots, f).any() for f in found):
+                    continue  # the hits do not hold it: no need to count who does
+                alive = [p.live(f, f)[0] for f in found]
+                count = len(np.unique(np.concatenate(alive)))
+                best = count if best is None else min(best, count)
             return best
 
     # ------------------------------------------------------------- mutations

@@ -34,11 +34,12 @@ ACTIVE_KEY = "active_chunks"  # sources-collection metadata: which collection ho
 _BATCH = 2000
 _PAGE = 1000  # vectors per read of the exact-search copy
 WRITE_SLICE = 64
-UNFINDABLE_RECHECK = 200  # how wide `unfindable` looks again before calling a chunk lost
 """Chunks per Chroma upsert or delete call. Chroma's embedded client holds the GIL for a
 whole call, so one 500-chunk page written in one call stopped every other thread (every
 search) for 0.49–0.60 s; in slices of 64 the longest stall was 0.15–0.34 s, for ×1.45–2.24
 write time (`bench/write_stall.py`)."""
+UNFINDABLE_RECHECK = 200
+"""How wide `unfindable` looks again before it calls a chunk lost."""
 
 
 def _sources(got: Any) -> list[str]:

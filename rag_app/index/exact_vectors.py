@@ -38,10 +38,12 @@ class Spread:
     count: int
 
     def z(self, distance: float) -> float | None:
-        """Standard score of a hit at cosine `distance` (None when the spread is flat)."""
-        if self.std <= 0:
+        """Standard score of a hit at cosine `distance` (None when the spread is flat or
+        not a number: a NaN vector must not decide anything)."""
+        if not (math.isfinite(self.std) and math.isfinite(self.mean)) or self.std <= 0:
             return None
-        return (1.0 - distance - self.mean) / self.std
+        z = (1.0 - distance - self.mean) / self.std
+        return z if math.isfinite(z) else None
 
     def excess(self, distance: float) -> float | None:
         """How far the best hit stands out beyond chance: its standard score minus

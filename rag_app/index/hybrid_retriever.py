@@ -194,27 +194,41 @@ class HybridRetriever(BaseRetriever):
                     outcome.fused = outcome.vector
                 elif mode == "bm25":
                     outcome.fused = outcome.bm25
-                self._judge(query, vec_raw, bm_raw, spread[0], outcome)
+                await self._judge(query, vec_raw, bm_raw, spread[0], outcome, sources)
         return outcome
 
-    def _judge(
+    async def _judge(
         self,
         query: str,
         vec_raw: list[tuple[str, float]],
         bm_raw: list[tuple[str, float]],
         spread: Spread | None,
         outcome: SearchOutcome,
+        sources: Sequence[str] | None,
     ) -> None:
-        """The no-match rule's evidence and verdict; the lexical evidence is looked up
-        only when the vector side alone would decline (it tokenizes the query again)."""
+        """The no-match rule's evidence and verdict. The lexical evidence is looked up only
+        when the vector side alone would decline, in a worker thread (BM25's lock and the
+        tokenizer may be busy with an ingest), and the same way in every mode: a vector-only
+        search asks BM25 for its two best scores too."""
         best = min((d for _, d in vec_raw), default=None)
         evidence = Evidence(excess=excess_of(best, spread))
         cutoff = self.no_match_cutoff
         if evidence.declines(cutoff) or (cutoff is not None and cutoff >= LOOKUP_ALL):
-            evidence.unseen = self.store.unseen_words(query)
             top = outcome.fused or outcome.vector or outcome.bm25
             ids = [n.node.node_id for n in top[:1]]
-            evidence.rarest_match = self.store.rarest_match(query, ids)
+            if not bm_raw:
+                bm_raw = await asyncio.to_thread(
+                    self.store.bm25_search,
+                    query,
+                    2,
+                    k1=self.bm25_k1,
+                    b=self.bm25_b,
+                    fields=self.bm25_fields,
+                    sources=sources,
+                )
+            evidence.unseen, evidence.rarest_match = await asyncio.to_thread(
+                lambda: (self.store.unseen_words(query), self.store.rarest_match(query, ids))
+            )
             evidence.bm25_lead = bm25_lead([score for _, score in bm_raw])
         outcome.evidence = evidence
         outcome.confident = not evidence.declines(cutoff)
