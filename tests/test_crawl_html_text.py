@@ -68,6 +68,9 @@ def test_inline_markup_adds_no_spaces_and_permalinks_are_dropped() -> None:
     assert "json.dumps(obj, *, skipkeys=False)" in text
     assert "Serialize. Then more block after" in text  # blocks and <br> still break words
     assert "ssize_t or long" in text
+    assert html_to_text("<p>tag<img src=x>list<menu><li>a</li></menu></p>").text.startswith(
+        "tag list"
+    )
     assert "Navigation" not in text  # a navigation bar that is not a <nav>
     kept = html_to_text(
         '<div role="Navigation menubar"><main><h2><a class="headerlink">Real</a></h2>'

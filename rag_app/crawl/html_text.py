@@ -89,6 +89,7 @@ MAX_NESTING = 32  # lists / quotes inside each other; deeper ones are rendered a
 _CELL_PARTS = frozenset({"td", "th", "tr"})
 _BREAKS = _BLOCKS | frozenset({"br", "hr", "ul", "ol", "dl", "dt", "dd", "table", "pre"})
 _BREAKS |= frozenset(_HEADINGS) | frozenset({"blockquote", "nav", "aside", "footer"})
+_BREAKS |= frozenset({"search", "menu", "img"})  # an image between two words parts them
 """Elements a browser starts on a line of their own: their text is not glued to the next."""
 _DEFINITION_PARTS = frozenset({"dt", "dd"})
 _NESTED_LIST = frozenset({"dl"})
@@ -405,6 +406,8 @@ class _Renderer:
         nested = self._nesting < MAX_NESTING
         if name == "br":
             self._inline.append("\n")
+        elif name == "img":
+            self._inline.append(" ")  # an image between two words parts them
         elif name in _HEADINGS:
             text = _inline_text(tag)
             self.add_block(f"{'#' * _HEADINGS[name]} {text}" if text else "")
