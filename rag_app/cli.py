@@ -18,6 +18,7 @@ from rag_app.completion import SHELLS
 from rag_app.console import VersionAction, guarded, progress_reporter
 from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
+from rag_app.failure_text import failure_line
 from rag_app.limits import MAX_CRAWL_PAGES
 from rag_app.results import SEARCH_MODES, CrawlSummary, RefreshSummary
 
@@ -28,15 +29,10 @@ if TYPE_CHECKING:  # settings (pydantic) and asyncio are imported after the argu
 KnowledgeBase = Any  # a StoreClient (or an in-process KnowledgeBase): the same methods
 
 PREVIEW_CHARS = 80
-JAPANESE_COMMANDS = {
-    "add": "ページの取り込み",
-    "crawl": "クロール",
-    "delete": "削除",
-    "stats": "統計の取得",
-}
-"""Commands that print the specification's bot texts speak Japanese throughout (the action
-names frame their errors); every other command speaks English. A cause from a lower layer
-(an HTTP status, a check's sentence) is quoted after 原因: as it is."""
+JAPANESE_COMMANDS = frozenset({"add", "crawl", "delete", "stats"})
+"""Commands that print the specification's bot texts speak Japanese throughout, their
+errors in the MCP tools' form (`rag_app.failure_text`); every other command speaks
+English. A cause from a lower layer (an HTTP status, a check's sentence) is quoted as it is."""
 NO_MATCH_NOTE = "no confident match: these are only the nearest chunks"
 # Exit codes: 0 ok, 1 error, 2 usage, 3 partial failure (some files or pages failed), 130 Ctrl-C
 EXIT_PARTIAL = 3
@@ -104,10 +100,7 @@ async def _cmd_add(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     try:
         result = await kb.ingest_page(args.url, prune=args.prune)
     except RAGError as err:
-        print(
-            f"エラー: ページの取り込みに失敗しました。 URL: {args.url} 原因: {err}",
-            file=sys.stderr,
-        )
+        print(failure_line("add", err, args.url), file=sys.stderr)
         return 1
     note = " (変更なし、再埋め込みなし)" if result.unchanged else ""
     print(f"ページを取り込みました: {result.source} ({result.chunks}チャンク){note}")
@@ -150,7 +143,7 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     job = await _follow_job(kb, job, "クロール中", "ページ")
     if job["state"] != "done":
         reason = job["error"] or "ジョブが中止されました"
-        print(f"エラー: クロールに失敗しました。 原因: {reason}", file=sys.stderr)
+        print(failure_line("crawl", reason), file=sys.stderr)
         return 1
     summary = CrawlSummary.from_dict(job["result"])
     print("\n  ".join(summary.report_lines()))
@@ -448,10 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _error(command: str, err: BaseException) -> str:
     """One line for a failed command, in the command's language."""
-    action = JAPANESE_COMMANDS.get(command)
-    if action is None:
-        return f"error: {err}"
-    return f"エラー: {action}に失敗しました。 原因: {err}"
+    return failure_line(command, err) if command in JAPANESE_COMMANDS else f"error: {err}"
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -225,35 +225,38 @@ class BM25Index:
     def unseen_words(self, query: str) -> list[str]:
         """The query's words that no stored chunk holds (body or context field): what
         the store never mentions. The lexical half of the no-match rule."""
-        words = [t for t in dict.fromkeys(self._tokenizer(query)) if not t.startswith(GRAM)]
-        with self._lock:
-            p, vocab = self._p, self._p.vocab
-
-            def held(word: str) -> bool:
-                terms = [vocab[t] for t in (word, CONTEXT + word) if t in vocab]
-                return any(len(p.live(*p.postings(t))[0]) for t in terms)
-
-            return [w for w in words if not w.startswith(BOUND) and not held(w)]
+        return self.lexical_evidence(query, [])[0]
 
     def rarest_match(self, query: str, ids: Sequence[str]) -> int | None:
         """The fewest chunks any query term held by one of `ids` is found in (body or
         context; character n-grams too): 1 means a hit shares a term with the query that
         no other chunk has. None when the hits share no term with the query."""
-        terms = dict.fromkeys(self._tokenizer(query))
+        return self.lexical_evidence(query, ids)[1]
+
+    def lexical_evidence(self, query: str, ids: Sequence[str]) -> tuple[list[str], int | None]:
+        """`unseen_words` and `rarest_match` of one query, tokenized once."""
+        terms = list(dict.fromkeys(self._tokenizer(query)))
         with self._lock:
             p, vocab = self._p, self._p.vocab
+
+            def postings(term: str) -> list[np.ndarray]:
+                return [p.postings(vocab[t])[0] for t in (term, CONTEXT + term) if t in vocab]
+
+            unseen = [
+                t
+                for t in terms
+                if not t.startswith((GRAM, BOUND))
+                and not any(len(p.live(f, f)[0]) for f in postings(t))
+            ]
             slots = np.asarray([p.id_to_slot[i] for i in ids if i in p.id_to_slot], np.int64)
-            if not len(slots):
-                return None
-            best: int | None = None
-            for term in terms:
-                found = [p.postings(vocab[t])[0] for t in (term, CONTEXT + term) if t in vocab]
+            rarest: int | None = None
+            for term in terms if len(slots) else ():
+                found = postings(term)
                 if not any(np.isin(slots, f).any() for f in found):
                     continue  # the hits do not hold it: no need to count who does
-                alive = [p.live(f, f)[0] for f in found]
-                count = len(np.unique(np.concatenate(alive)))
-                best = count if best is None else min(best, count)
-            return best
+                count = len(np.unique(np.concatenate([p.live(f, f)[0] for f in found])))
+                rarest = count if rarest is None else min(rarest, count)
+            return unseen, rarest
 
     # ------------------------------------------------------------- mutations
     def add(self, docs: Sequence[BM25Document]) -> int:

@@ -18,9 +18,9 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from rag_app.index.bm25_index import FieldWeights
-from rag_app.index.exact_vectors import Spread, VectorMatches
+from rag_app.index.exact_vectors import VectorMatches
 from rag_app.index.fusion import fetch_count, fuse
-from rag_app.index.no_match import LOOKUP_ALL, Evidence, bm25_lead, excess_of
+from rag_app.index.no_match import Evidence, bm25_lead, excess_of
 from rag_app.index.store import KnowledgeStore
 from rag_app.parsing.metadata_modes import hide_keys
 from rag_app.results import SCORE_KEYS, SEARCH_MODES
@@ -130,9 +130,8 @@ class HybridRetriever(BaseRetriever):
         t = outcome.timings
         k = fetch_count(n)
         with timer("total", t, logger):
-            vec_raw: list[tuple[str, float]] = []
+            vec = VectorMatches()
             bm_raw: list[tuple[str, float]] = []
-            spread: list[Spread | None] = [None]
             want_vec = mode in ("fused", "vector", "separate")
             want_bm = mode in ("fused", "bm25", "separate")
             # with a Chroma server: other machines' writes are applied once per search,
@@ -141,39 +140,27 @@ class HybridRetriever(BaseRetriever):
                 asyncio.to_thread(self.store.catch_up) if self.store.poll_changes else _done()
             )
 
-            async def vector_side() -> list[tuple[str, float]]:
+            async def vector_side() -> VectorMatches:
                 with timer("query_embedding", t, logger):
                     emb = await self.embed_model.aget_query_embedding(query)
                 await caught_up
                 with timer("vector_query", t, logger):
-                    got: VectorMatches = await asyncio.to_thread(
-                        self.store.query_vectors, emb, k, sources
-                    )
-                spread[0] = got.spread
-                return got.hits
+                    return await asyncio.to_thread(self.store.query_vectors, emb, k, sources)
 
             async def bm25_side() -> list[tuple[str, float]]:
                 await caught_up
                 with timer("bm25_query", t, logger):
-                    return await asyncio.to_thread(
-                        self.store.bm25_search,
-                        query,
-                        k,
-                        k1=self.bm25_k1,
-                        b=self.bm25_b,
-                        fields=self.bm25_fields,
-                        sources=sources,
-                    )
+                    return await self._bm25(query, k, sources)
 
             if want_vec and want_bm:
-                vec_raw, bm_raw = await asyncio.gather(vector_side(), bm25_side())
+                vec, bm_raw = await asyncio.gather(vector_side(), bm25_side())
             elif want_vec:
-                vec_raw = await vector_side()
+                vec = await vector_side()
             elif want_bm:
                 bm_raw = await bm25_side()
 
             with timer("fusion", t, logger):
-                distances = dict(vec_raw)
+                distances = dict(vec.hits)
                 bm25_scores = dict(bm_raw)
                 ranked = self._rank(mode, n, distances, bm25_scores)
                 needed = list(dict.fromkeys(i for rows in ranked.values() for i, *_ in rows))
@@ -194,15 +181,28 @@ class HybridRetriever(BaseRetriever):
                     outcome.fused = outcome.vector
                 elif mode == "bm25":
                     outcome.fused = outcome.bm25
-                await self._judge(query, vec_raw, bm_raw, spread[0], outcome, sources)
+                await self._judge(query, vec, bm_raw, outcome, sources)
         return outcome
+
+    async def _bm25(
+        self, query: str, k: int, sources: Sequence[str] | None
+    ) -> list[tuple[str, float]]:
+        """The `k` best BM25 (id, score) pairs, with this retriever's BM25 settings."""
+        return await asyncio.to_thread(
+            self.store.bm25_search,
+            query,
+            k,
+            k1=self.bm25_k1,
+            b=self.bm25_b,
+            fields=self.bm25_fields,
+            sources=sources,
+        )
 
     async def _judge(
         self,
         query: str,
-        vec_raw: list[tuple[str, float]],
+        vec: VectorMatches,
         bm_raw: list[tuple[str, float]],
-        spread: Spread | None,
         outcome: SearchOutcome,
         sources: Sequence[str] | None,
     ) -> None:
@@ -210,24 +210,16 @@ class HybridRetriever(BaseRetriever):
         when the vector side alone would decline, in a worker thread (BM25's lock and the
         tokenizer may be busy with an ingest), and the same way in every mode: a vector-only
         search asks BM25 for its two best scores too."""
-        best = min((d for _, d in vec_raw), default=None)
-        evidence = Evidence(excess=excess_of(best, spread))
+        best = min((d for _, d in vec.hits), default=None)
+        evidence = Evidence(excess=excess_of(best, vec.spread))
         cutoff = self.no_match_cutoff
-        if evidence.declines(cutoff) or (cutoff is not None and cutoff >= LOOKUP_ALL):
+        if evidence.declines(cutoff):
             top = outcome.fused or outcome.vector or outcome.bm25
             ids = [n.node.node_id for n in top[:1]]
             if not bm_raw:
-                bm_raw = await asyncio.to_thread(
-                    self.store.bm25_search,
-                    query,
-                    2,
-                    k1=self.bm25_k1,
-                    b=self.bm25_b,
-                    fields=self.bm25_fields,
-                    sources=sources,
-                )
+                bm_raw = await self._bm25(query, 2, sources)
             evidence.unseen, evidence.rarest_match = await asyncio.to_thread(
-                lambda: (self.store.unseen_words(query), self.store.rarest_match(query, ids))
+                self.store.lexical_evidence, query, ids
             )
             evidence.bm25_lead = bm25_lead([score for _, score in bm_raw])
         outcome.evidence = evidence

@@ -35,8 +35,6 @@ RARE_DF = 3
 no-answer questions)."""
 BM25_LEAD = 1.2
 """A best BM25 hit scoring this many times the second one is a lookup BM25 answered."""
-LOOKUP_ALL = 10.0
-"""At a cut-off this high every search records all its evidence (for calibration runs)."""
 
 
 @dataclass

@@ -189,11 +189,8 @@ class KnowledgeStore:
     ) -> VectorMatches:
         return self.chroma.query_vectors(embedding, top_k, sources)
 
-    def unseen_words(self, query: str) -> list[str]:
-        return self.bm25.unseen_words(query)
-
-    def rarest_match(self, query: str, ids: Sequence[str]) -> int | None:
-        return self.bm25.rarest_match(query, ids)
+    def lexical_evidence(self, query: str, ids: Sequence[str]) -> tuple[list[str], int | None]:
+        return self.bm25.lexical_evidence(query, ids)
 
     def bm25_search(
         self,
