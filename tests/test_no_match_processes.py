@@ -1,0 +1,45 @@
+"""The no-match verdict crosses processes: the store service decides it, `rag search`
+and the real `rag-mcp` (over stdio, with the mcp client) show it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcp_server.formatting import NO_MATCH
+from tests.processes import rag, rag_json, rag_mcp, store_env, text_of, write_notes
+
+pytestmark = pytest.mark.slow
+
+ABSENT = "How do I make a tkinter window with a button?"
+
+
+async def test_a_declined_search_is_shown_as_such_by_the_cli_and_over_mcp(tmp_path: Path) -> None:
+    # a cut-off this high declines every weak search: the lexical evidence decides
+    env = store_env(tmp_path, RAG_NO_MATCH_CUTOFF="10")
+    write_notes(tmp_path / "notes", "nm", 110, words=6)
+    try:
+        indexed = rag(env, "index", str(tmp_path / "notes"))
+        assert indexed.returncode == 0, indexed.stderr
+        assert rag_json(env, "stats")["total_chunks"] >= 200  # enough for the spread
+
+        declined = rag_json(env, "search", ABSENT)
+        assert declined["confident"] is False and declined["hits"]
+        assert declined["evidence"]["unseen"] and declined["evidence"]["excess"] is not None
+        assert all(not h["passage"] for h in declined["hits"])  # pointers, not passages
+        known = rag_json(env, "search", "nm7tok2")
+        assert known["confident"] is True  # the store holds every word of it
+        printed = rag(env, "search", ABSENT)
+        assert printed.returncode == 0 and "no confident match" in printed.stdout
+
+        async with rag_mcp(env, tmp_path / "mcp.log") as client:
+            found = await client.call_tool("rag_search", {"query": ABSENT})
+            assert not found.is_error and text_of(found).startswith(NO_MATCH)
+            assert "## [" not in text_of(found)
+            assert (found.structured_content or {})["confident"] is False
+            answered = await client.call_tool("rag_search", {"query": "nm7tok2"})
+            assert text_of(answered).startswith("## [1] Source:")
+            assert (answered.structured_content or {})["confident"] is True
+    finally:
+        rag(env, "service", "stop")
