@@ -61,6 +61,8 @@ class Job:
     """1 for a new job; 2 or more when a restarted owner runs it again."""
     resume_later: bool = field(default=False, repr=False)
     """Cancelled by the owner stopping (not by a user): its journal record stays."""
+    checkpoint: Callable[[dict[str, Any]], None] = field(default=lambda _state: None, repr=False)
+    """Records where the work stands in the job's journal entry (for a resume)."""
     task: asyncio.Task[Any] | None = field(default=None, repr=False)
     changed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
@@ -133,6 +135,13 @@ class JobRegistry:
         record = {**(spec or {}), "kind": kind, "attempt": attempt, "crashes": crashes}
         if journal is not None:
             journal.record(job.id, record)
+
+            def checkpoint(state: dict[str, Any]) -> None:
+                if job.running:
+                    record["checkpoint"] = state
+                    journal.record(job.id, record)
+
+            job.checkpoint = checkpoint
 
         def progress(done: int, total: int) -> None:
             job.done, job.total = done, total

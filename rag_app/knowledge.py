@@ -32,6 +32,7 @@ from rag_app.config import RETRIEVAL_SETTINGS, RAGSettings, get_settings
 from rag_app.crawl.crawler import WebCrawler, no_text_error
 from rag_app.crawl.pages import CrawledPage, utc_now_iso
 from rag_app.crawl.scope import CrawlScope
+from rag_app.crawl_checkpoint import CrawlCheckpoint
 from rag_app.crawl_options import CrawlOptions
 from rag_app.documents import DocumentLimits
 from rag_app.embeddings import get_embed_model
@@ -555,12 +556,16 @@ class KnowledgeBase:
         prune: bool = False,
         options: CrawlOptions | None = None,
         summary: CrawlSummary | None = None,
+        checkpoint: Callable[[dict[str, Any]], object] | None = None,
+        resume: CrawlCheckpoint | None = None,
     ) -> CrawlSummary:
         """Crawl a site and ingest each page: by default the same-site links of one index
         page (depth 1); with `options`, recursively within the start directory or from the
         site's sitemaps (see `rag_app.site_crawl`).
 
         One failing page never fails the crawl: it is counted in `errors` with its reason.
+        `checkpoint` receives where the crawl stands as it goes; `resume` goes on from
+        such a checkpoint (pages finished before are not fetched again).
         """
         await self.open()
         start, scope, options = self.plan_crawl(url, pattern, options, prune=prune)
@@ -577,8 +582,9 @@ class KnowledgeBase:
             workers=self.settings.rag_crawl_concurrency,
             summary=summary,
             digest=self._page_digest,
+            checkpoint=checkpoint,
         )
-        summary = await crawl.run(start)
+        summary = await crawl.run(start, resume)
         logger.info(
             "Crawl of %s: %d pages, %d chunks, %d errors, %d unchanged, %d duplicates",
             url,
@@ -619,15 +625,23 @@ class KnowledgeBase:
         job_id: str | None = None,
         attempt: int = 1,
         crashes: int = 0,
+        resume: CrawlCheckpoint | None = None,
     ) -> dict[str, Any]:
-        """Start a crawl job and return it at once (bad arguments fail here, not later)."""
+        """Start a crawl job and return it at once (bad arguments fail here, not later);
+        `resume` goes on from an earlier attempt's checkpoint."""
         await self.open()
         start, _scope, options = self.plan_crawl(url, pattern, options)
 
         async def work(progress: Progress, job: Job) -> dict[str, Any]:
             job.live = summary = CrawlSummary()
             await self.ingest_from_index(
-                start, pattern, progress=progress, options=options, summary=summary
+                start,
+                pattern,
+                progress=progress,
+                options=options,
+                summary=summary,
+                checkpoint=job.checkpoint,
+                resume=resume,
             )
             return summary.to_dict()
 
@@ -689,6 +703,7 @@ class KnowledgeBase:
                     await self.start_crawl(
                         str(spec["url"]), str(spec.get("pattern", "")), options=options,
                         job_id=job_id, attempt=attempt, crashes=crashes,
+                        resume=CrawlCheckpoint.parse(spec.get("checkpoint")),
                     )  # fmt: skip
                 elif kind == "refresh":
                     await self.start_refresh(job_id=job_id, attempt=attempt, crashes=crashes)

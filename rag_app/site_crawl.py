@@ -8,6 +8,9 @@ site's sitemap pages instead. No page is fetched twice (URL keys fold fragments,
 segments and trailing slashes; redirects and `<link rel=canonical>` are followed by
 key), nor stored twice (identical text under two URLs). One failing page never fails
 the crawl. Politeness (robots.txt, delays, concurrency) is the shared crawler's.
+With a `checkpoint` callback the crawl publishes where it stands (`CrawlCheckpoint`) at
+most every `CHECKPOINT_EVERY_SEC` and when it stops; `run(start, resume=...)` goes on
+from such a checkpoint instead of starting over.
 """
 
 from __future__ import annotations
@@ -15,13 +18,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from rag_app.crawl.crawler import WebCrawler
+from rag_app.crawl.links import same_site
 from rag_app.crawl.pages import CrawledPage
 from rag_app.crawl.pages import NotModified as PageNotModified
 from rag_app.crawl.scope import CrawlScope, OutOfScope, page_key
 from rag_app.crawl.url_safety import parse_url
+from rag_app.crawl_checkpoint import CrawlCheckpoint
 from rag_app.crawl_options import CrawlOptions
 from rag_app.errors import CrawlError, RAGError, UrlRefusedError
 from rag_app.fetching import Fetched, NotModified, from_page
@@ -33,11 +40,15 @@ logger = logging.getLogger(__name__)
 MAX_SITEMAP_FILES = 100
 """Sitemap files read per crawl (sitemap indexes included)."""
 MAX_SITEMAP_NESTING = 3
+CHECKPOINT_EVERY_SEC = 1.0
+"""How often a crawl publishes its checkpoint at most (a resume repeats at most the pages
+finished since: they cost a request each and, unchanged, no embedding)."""
 
 Committed = Callable[[IngestResult], object]
 Ingest = Callable[[Fetched | NotModified, SourceRecord | None, Committed], Awaitable[IngestResult]]
 Remove = Callable[[str], Awaitable[int]]
 Progress = Callable[[int, int], object]
+Checkpoint = Callable[[dict[str, Any]], object]
 
 
 class SiteCrawl:
@@ -56,6 +67,7 @@ class SiteCrawl:
         workers: int = 4,
         summary: CrawlSummary | None = None,
         digest: Callable[[CrawledPage], str] | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
         self.crawler = crawler
         self.scope = scope
@@ -78,9 +90,13 @@ class SiteCrawl:
             for source, record in known.items():
                 if record.kind == "web" and record.content_hash and scope.admits(source):
                     self._hashes.setdefault(record.content_hash, source)
-        self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[str, str, int]] = asyncio.Queue()
+        self._pending: dict[str, tuple[str, int]] = {}
+        """Queued pages not finished yet (key → URL, depth), in queueing order."""
         self._scheduled = 0
         self._done = 0
+        self._checkpoint = checkpoint
+        self._saved_at = 0.0
 
     @property
     def _cap(self) -> int:
@@ -88,8 +104,34 @@ class SiteCrawl:
 
     # -- seeds -----------------------------------------------------------------------------
 
-    async def run(self, start: str) -> CrawlSummary:
-        """Crawl from `start` (already normalised); errors of single pages are counted."""
+    async def run(self, start: str, resume: CrawlCheckpoint | None = None) -> CrawlSummary:
+        """Crawl from `start` (already normalised), or go on from `resume`; errors of
+        single pages are counted."""
+        if resume is not None and same_site(resume.start, start):
+            self._restore(resume)
+        else:
+            await self._seed(start)
+        self._notify()
+        self._save(force=True)
+        tasks = [asyncio.create_task(self._worker()) for _ in range(self._workers)]
+        stopped = False
+        try:
+            await self._queue.join()
+        except BaseException:
+            stopped = True
+            raise
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if stopped:  # cancelled: publish what is left, for a resume
+                self._save(force=True)
+        self.summary.error_details.sort(key=lambda d: d["url"])
+        return self.summary
+
+    async def _seed(self, start: str) -> None:
+        """Queue the first pages: the sitemaps' pages, the index's links, or the start
+        page's links (the start page itself is visited here)."""
         if self.options.sitemap:
             for url in await self._sitemap_pages(start):
                 self._schedule(url, 1)
@@ -105,16 +147,52 @@ class SiteCrawl:
             self._notify()
             await self._visit(self._spelling.get(page_key(start), start), 0)
             self._done = 1
-        self._notify()
-        tasks = [asyncio.create_task(self._worker()) for _ in range(self._workers)]
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def state(self) -> CrawlCheckpoint:
+        """Where the crawl stands now."""
+        return CrawlCheckpoint(
+            start=self.scope.start,
+            seen=list(self._seen),
+            pending=list(self._pending.values()),
+            scheduled=self._scheduled,
+            done=self._done,
+            summary=self.summary.to_dict(),
+        )
+
+    def _restore(self, resume: CrawlCheckpoint) -> None:
+        """Go on from a checkpoint: the same keys seen, the same pages queued, the same
+        counts (pages finished before are not fetched again)."""
+        self.scope = self.scope.rebased(resume.start)
+        self._seen.update(resume.seen)
+        for url, depth in resume.pending:
+            key = page_key(url)
+            self._seen.add(key)
+            if key not in self._pending:
+                self._pending[key] = (url, depth)
+                self._queue.put_nowait((key, url, depth))
+        self._scheduled, self._done = resume.scheduled, resume.done
+        saved = CrawlSummary.from_dict(resume.summary)
+        for name, value in dataclasses.asdict(saved).items():
+            setattr(self.summary, name, value)
+        logger.info(
+            "Crawl of %s resumed: %d pages done, %d queued",
+            resume.start, resume.done, len(self._pending),
+        )  # fmt: skip
+
+    def _save(self, *, force: bool = False) -> None:
+        """Publish the checkpoint (at most every `CHECKPOINT_EVERY_SEC` unless forced)."""
+        if self._checkpoint is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._saved_at < CHECKPOINT_EVERY_SEC:
+            return
+        self._saved_at = now
         try:
-            await self._queue.join()
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        self.summary.error_details.sort(key=lambda d: d["url"])
-        return self.summary
+            self._checkpoint(self.state().to_dict())
+        except Exception:  # a crawl goes on without its checkpoint
+            logger.warning("Could not record the crawl's checkpoint", exc_info=True)
 
     async def _sitemap_pages(self, start: str) -> list[str]:
         """In-scope page URLs of the site's sitemaps (indexes followed, gzip inflated)."""
@@ -160,7 +238,9 @@ class SiteCrawl:
             return
         self._seen.add(key)
         self._scheduled += 1
-        self._queue.put_nowait((self._spelling.get(key, url), depth))
+        queued = self._spelling.get(key, url)
+        self._pending[key] = (queued, depth)
+        self._queue.put_nowait((key, queued, depth))
 
     def _out_of_scope(self, url: str) -> bool:
         reason = self.scope.check(url)
@@ -174,16 +254,20 @@ class SiteCrawl:
 
     async def _worker(self) -> None:
         while True:
-            url, depth = await self._queue.get()
+            key, url, depth = await self._queue.get()
             try:
                 await self._visit(url, depth)
             except Exception as err:  # one page must never fail the crawl
                 logger.exception("Unexpected error crawling %s", url)
                 self._fail(url, f"Unexpected error ({type(err).__name__}); see the server log.")
-            finally:
-                self._done += 1
-                self._notify()
+            except BaseException:  # cancelled: the page stays queued for a resume
                 self._queue.task_done()
+                raise
+            self._pending.pop(key, None)
+            self._done += 1
+            self._notify()
+            self._save()
+            self._queue.task_done()
 
     async def _visit(self, url: str, depth: int) -> None:
         old = self.known.get(url)

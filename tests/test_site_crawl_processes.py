@@ -9,8 +9,10 @@ import re
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from rag_app.crawl.scope import page_key
+from rag_app.job_journal import JOURNAL_FILE
 from tests.docs_site import IN_SCOPE
 from tests.processes import (
     owner_pid,
@@ -31,6 +33,15 @@ def stored_keys(env: dict[str, str], site: StaticSite) -> set[str]:
 
 
 EXPECTED = {page_key("http://h" + p).removeprefix("http://h") for p in IN_SCOPE}
+
+
+def recorded_checkpoint(journal: Path, job_id: str) -> dict[str, Any]:
+    """The crawl checkpoint the owner last wrote in its job journal (empty counts before)."""
+    try:
+        record = json.loads(journal.read_text(encoding="utf-8"))[job_id]
+    except (FileNotFoundError, KeyError, ValueError):
+        return {"done": 0, "pending": []}
+    return record.get("checkpoint", {"done": 0, "pending": []})
 
 
 def test_rag_crawl_refresh_and_jobs_from_the_command_line(tmp_path: Path, site: StaticSite) -> None:
@@ -144,21 +155,29 @@ def test_a_crawl_cut_off_by_a_killed_owner_is_resumed_by_the_next_one(
         found = re.search(r"ジョブ ([0-9a-f]{8})", started.stdout)
         assert found, started.stdout
         job_id = found.group(1)
+        journal = tmp_path / "chroma_db" / JOURNAL_FILE
         deadline = time.monotonic() + 60
-        while not [j for j in rag_json(env, "jobs") if j["result"].get("pages_crawled")]:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        while (checkpoint := recorded_checkpoint(journal, job_id))["done"] < 3:
+            assert time.monotonic() < deadline, checkpoint
+            time.sleep(0.1)
         pid = owner_pid(env)
         assert pid is not None
         os.kill(pid, signal.SIGKILL)  # mid-crawl: the job never ended
         wait_gone(pid)
+        checkpoint = recorded_checkpoint(journal, job_id)  # the last one before the kill
+        queued = {page_key(url) for url, _depth in checkpoint["pending"]}
+        finished = {page_key(site.url(p)) for p in site.paths() if p != "/robots.txt"} - queued
+        assert len(finished) >= 3, (finished, checkpoint)
+        site.requests.clear()
 
-        listed = rag_json(env, "jobs")  # a new owner starts, and runs the job again
+        listed = rag_json(env, "jobs")  # a new owner starts, and goes on with the job
         assert [(j["id"], j["attempt"]) for j in listed] == [(job_id, 2)], listed
         waited = rag(env, "jobs", "--wait", job_id, "--json")
         assert waited.returncode == 0, waited.stderr
         assert json.loads(waited.stdout)["state"] == "done", waited.stdout
         assert stored_keys(env, site) == EXPECTED
+        again = {page_key(site.url(p)) for p in site.paths() if p != "/robots.txt"}
+        assert not again & finished, f"pages finished before the kill fetched again: {again}"
 
         rag(env, "service", "stop")  # a finished job is not run again by the next owner
         assert all(j["id"] != job_id for j in rag_json(env, "jobs"))

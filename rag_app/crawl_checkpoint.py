@@ -1,0 +1,101 @@
+"""Where an unfinished site crawl stands, so that a restarted owner goes on from there.
+
+A crawl job keeps its checkpoint in its journal record (`rag_app.job_journal`): the page
+keys it has seen, the pages queued and not yet finished (in order, with their depth), its
+counters and its summary so far. A page leaves the queue only once its visit ended (its
+write durable, or its error counted), so a page in flight at a kill is visited again (its
+unchanged text costs no embedding) and nothing reported stored is skipped. A checkpoint
+that does not parse is ignored with a warning: the crawl then starts over, as it would
+without one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_app.crawl_options import MAX_DEPTH
+from rag_app.limits import MAX_CRAWL_PAGES
+
+logger = logging.getLogger(__name__)
+
+MAX_SEEN = 4 * MAX_CRAWL_PAGES
+"""Keys one crawl can see: its pages plus their redirect targets and canonical URLs."""
+MAX_URL_CHARS = 8192
+
+
+@dataclass
+class CrawlCheckpoint:
+    """A crawl's frontier and progress, as JSON-safe values."""
+
+    start: str
+    """The scope's start URL (the start page's URL after redirects)."""
+    seen: list[str] = field(default_factory=list)
+    pending: list[tuple[str, int]] = field(default_factory=list)
+    """Queued pages not finished yet, in visiting order: (URL, depth)."""
+    scheduled: int = 0
+    done: int = 0
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "seen": self.seen,
+            "pending": [[url, depth] for url, depth in self.pending],
+            "scheduled": self.scheduled,
+            "done": self.done,
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def parse(cls, raw: object) -> CrawlCheckpoint | None:
+        """The checkpoint in `raw`, or None (with a warning) when it is absent or damaged."""
+        if raw is None:
+            return None
+        try:
+            return cls._parse(raw)
+        except (TypeError, ValueError, KeyError) as err:
+            logger.warning("The crawl's checkpoint is unusable (%s); it starts over.", err)
+            return None
+
+    @classmethod
+    def _parse(cls, raw: object) -> CrawlCheckpoint:
+        if not isinstance(raw, dict):
+            raise TypeError("not a mapping")
+        start = _url(raw["start"])
+        seen = raw["seen"]
+        pending = raw["pending"]
+        if not isinstance(seen, list) or len(seen) > MAX_SEEN:
+            raise ValueError("bad seen list")
+        if not isinstance(pending, list) or len(pending) > MAX_CRAWL_PAGES:
+            raise ValueError("bad pending list")
+        queued: list[tuple[str, int]] = []
+        for item in pending:
+            url, depth = item
+            if type(depth) is not int or not 0 < depth <= MAX_DEPTH:
+                raise ValueError(f"bad depth {depth!r}")
+            queued.append((_url(url), depth))
+        scheduled, done = raw["scheduled"], raw["done"]
+        if not (type(scheduled) is int and type(done) is int and 0 <= done <= scheduled):
+            raise ValueError("bad counters")
+        summary = raw.get("summary", {})
+        if not isinstance(summary, dict):
+            raise TypeError("summary is not a mapping")
+        return cls(
+            start=start,
+            seen=[_url(key) for key in seen],
+            pending=queued,
+            scheduled=scheduled,
+            done=done,
+            summary=summary,
+        )
+
+
+def _url(value: object) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_URL_CHARS:
+        raise ValueError("bad URL")
+    return value
+
+
+__all__ = ["CrawlCheckpoint"]

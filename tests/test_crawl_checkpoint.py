@@ -1,0 +1,136 @@
+"""A crawl cut off goes on from its checkpoint: finished pages are not fetched again,
+every page in scope is stored once, and a damaged checkpoint means a fresh start."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from rag_app import site_crawl
+from rag_app.config import RAGSettings
+from rag_app.crawl.scope import page_key
+from rag_app.crawl_checkpoint import CrawlCheckpoint
+from rag_app.crawl_options import CrawlOptions
+from rag_app.knowledge import KnowledgeBase
+from tests.conftest import CountingEmbedding
+from tests.docs_site import IN_SCOPE
+from tests.static_site import StaticSite
+
+IN_SCOPE_KEYS = {page_key("http://h" + p).removeprefix("http://h") for p in IN_SCOPE}
+OPTIONS = CrawlOptions(max_depth=10, exclude="/_static/")
+
+
+def keys_of(paths: list[str]) -> set[str]:
+    return {page_key("http://h" + p).removeprefix("http://h") for p in paths}
+
+
+def stored(sources: list[str], site: StaticSite) -> set[str]:
+    return keys_of([s.removeprefix(site.base) for s in sources])
+
+
+@pytest.fixture
+async def kb(settings: RAGSettings, counting_embed: CountingEmbedding) -> Any:
+    crawl = settings.model_copy(
+        update={"rag_allow_private_network": True, "rag_crawl_delay_sec": 0.0}
+    )
+    base = KnowledgeBase(crawl, embed_model=counting_embed)
+    await base.open()
+    yield base
+    await base.aclose()
+
+
+async def cut_off_after(kb: KnowledgeBase, site: StaticSite, pages: int) -> dict[str, Any]:
+    """Crawl until `pages` pages are finished, cancel, and return the last checkpoint."""
+    states: list[dict[str, Any]] = []
+    task: asyncio.Task[Any] | None = None
+
+    def progress(done: int, _total: int) -> None:
+        if done >= pages and task is not None:
+            task.cancel()
+
+    task = asyncio.create_task(
+        kb.ingest_from_index(
+            site.url("/docs/"), options=OPTIONS, progress=progress, checkpoint=states.append
+        )
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert states, "no checkpoint was published"
+    return states[-1]
+
+
+async def test_a_resumed_crawl_does_not_fetch_finished_pages_again(
+    kb: KnowledgeBase, site: StaticSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
+    state = await cut_off_after(kb, site, 3)
+    checkpoint = CrawlCheckpoint.parse(state)
+    assert checkpoint is not None and checkpoint.done >= 3 and checkpoint.pending
+    first = keys_of([p for p in site.paths() if p != "/robots.txt"])
+    queued = keys_of([url.removeprefix(site.base) for url, _ in checkpoint.pending])
+    finished = first - queued
+    assert len(finished) >= 3
+
+    site.requests.clear()
+    summary = await kb.ingest_from_index(site.url("/docs/"), options=OPTIONS, resume=checkpoint)
+    again = keys_of([p for p in site.paths() if p != "/robots.txt"])
+    assert not again & finished, f"finished pages fetched again: {again & finished}"
+    assert stored((await kb.stats()).sources, site) == IN_SCOPE_KEYS
+    assert len(IN_SCOPE) <= summary.pages_crawled <= len(IN_SCOPE) + 4, summary
+    assert [d["url"] for d in summary.error_details] == [site.url("/docs/missing.html")]
+
+
+async def test_a_checkpoint_with_nothing_left_ends_at_once(
+    kb: KnowledgeBase, site: StaticSite
+) -> None:
+    states: list[dict[str, Any]] = []
+    done = await kb.ingest_from_index(site.url("/docs/"), options=OPTIONS, checkpoint=states.append)
+    final = {**states[-1], "pending": [], "done": states[-1]["scheduled"]}
+    final["summary"] = done.to_dict()
+    site.requests.clear()
+    resumed = await kb.ingest_from_index(
+        site.url("/docs/"), options=OPTIONS, resume=CrawlCheckpoint.parse(final)
+    )
+    assert site.paths() == [] and resumed.pages_crawled == done.pages_crawled
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "not a mapping",
+        {"start": "http://h/", "seen": "x", "pending": [], "scheduled": 0, "done": 0},
+        {"start": "http://h/", "seen": [], "pending": [["u", 0]], "scheduled": 1, "done": 0},
+        {"start": "http://h/", "seen": [], "pending": [["u", "1"]], "scheduled": 1, "done": 0},
+        {"start": "http://h/", "seen": [], "pending": [["u"]], "scheduled": 1, "done": 0},
+        {"start": "http://h/", "seen": [], "pending": [], "scheduled": 1, "done": 2},
+        {"start": "", "seen": [], "pending": [], "scheduled": 0, "done": 0},
+        {"start": "http://h/", "seen": [7], "pending": [], "scheduled": 0, "done": 0},
+        {"seen": [], "pending": [], "scheduled": 0, "done": 0},
+    ],
+)
+def test_a_damaged_checkpoint_is_ignored(damage: object, caplog: pytest.LogCaptureFixture) -> None:
+    assert CrawlCheckpoint.parse(damage) is None
+    assert "starts over" in caplog.text
+
+
+async def test_a_damaged_checkpoint_means_a_fresh_crawl(
+    kb: KnowledgeBase, site: StaticSite
+) -> None:
+    summary = await kb.ingest_from_index(
+        site.url("/docs/"), options=OPTIONS, resume=CrawlCheckpoint.parse({"start": 1})
+    )
+    assert stored((await kb.stats()).sources, site) == IN_SCOPE_KEYS
+    assert summary.pages_crawled == len(IN_SCOPE)
+
+
+async def test_a_checkpoint_of_another_site_is_not_followed(
+    kb: KnowledgeBase, site: StaticSite
+) -> None:
+    elsewhere = CrawlCheckpoint(
+        start="http://elsewhere.invalid/docs/", pending=[("http://elsewhere.invalid/x", 1)]
+    )
+    summary = await kb.ingest_from_index(site.url("/docs/"), options=OPTIONS, resume=elsewhere)
+    assert stored((await kb.stats()).sources, site) == IN_SCOPE_KEYS
+    assert summary.pages_crawled == len(IN_SCOPE)
