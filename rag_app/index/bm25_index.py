@@ -30,6 +30,7 @@ import numpy as np
 
 from rag_app.index import bm25_segments as seg
 from rag_app.index.bm25_postings import Bag, Postings, QueryTerm, bag_of
+from rag_app.index.key_typos import KeyVariants
 from rag_app.index.tokenizer import BOUND, GRAM, get_tokenizer, key_spans, key_term
 
 logger = logging.getLogger(__name__)
@@ -127,6 +128,9 @@ class BM25Index:
         self._lock = threading.RLock()
         self._save_lock = threading.Lock()
         self._p = Postings()
+        self._keys = KeyVariants()
+        self._keys_of: Postings | None = None
+        """The vocabulary `_keys` indexes (rebuilt when `_p` is replaced)."""
         self.needs_rebuild = False
         self._cursor: dict[str, Any] = {}
         self._dirty: set[str] = set()
@@ -197,7 +201,12 @@ class BM25Index:
             if known:
                 out.append((weight, known))
         if fields.key > 0:
-            out += [(fields.key, [(vocab[t], 1.0)]) for t in key_spans(query, vocab.__contains__)]
+            if self._keys_of is not self._p:  # a new vocabulary (cleared, rebuilt, loaded)
+                self._keys, self._keys_of = KeyVariants(), self._p
+            self._keys.update(self._p.terms)
+            exact = key_spans(query, vocab.__contains__)
+            keys = self._keys.matches(query, self._p.terms, exact)
+            out += [(fields.key, [(vocab[t], 1.0)]) for t in keys]
         return out
 
     def search(
