@@ -52,13 +52,22 @@ def write_folder(folder: Path, files: int, paragraphs: int, seed: int) -> None:
         (folder / f"doc{i:04d}.md").write_text("\n\n".join(parts), encoding="utf-8")
 
 
-async def search_loop(client: object, until: subprocess.Popen[bytes] | None, n: int) -> list[float]:
+STEPS: dict[str, dict[str, list[float]]] = {"idle": {}, "busy": {}}
+"""Each search's step timings inside the service (ms), by phase and step."""
+
+
+async def search_loop(
+    client: object, until: subprocess.Popen[bytes] | None, n: int, phase: str = ""
+) -> list[float]:
     times: list[float] = []
     i = 0
     while (until is None and i < n) or (until is not None and until.poll() is None):
         t0 = time.perf_counter()
-        await client.retrieve(QUERIES[i % len(QUERIES)], n_results=3)  # type: ignore[attr-defined]
+        result = await client.retrieve(QUERIES[i % len(QUERIES)], n_results=3)  # type: ignore[attr-defined]
         times.append((time.perf_counter() - t0) * 1000)
+        if phase:
+            for step, ms in result.timings.items():
+                STEPS[phase].setdefault(step, []).append(ms)
         i += 1
         await asyncio.sleep(0.05)
     return times
@@ -79,10 +88,10 @@ async def main_async(files: int, searches: int, paragraphs: int) -> None:
         subprocess.run([rag, "index", str(root / "base")], check=True, capture_output=True)
         client = await connect(settings)
         await search_loop(client, None, 10)  # warm
-        idle = await search_loop(client, None, searches)
+        idle = await search_loop(client, None, searches, "idle")
         t0 = time.perf_counter()
         proc = subprocess.Popen([rag, "index", str(root / "big")], stdout=subprocess.PIPE)
-        busy = await search_loop(client, proc, 0)
+        busy = await search_loop(client, proc, 0, "busy")
         out, _ = proc.communicate()
         ingest_s = time.perf_counter() - t0
         chunks = int(out.decode().rsplit("chunks=", 1)[1].split()[0])
@@ -94,6 +103,11 @@ async def main_async(files: int, searches: int, paragraphs: int) -> None:
     print(f"busy: {len(busy)} searches during the ingest, p50 {np.percentile(busy, 50):.1f} ms, "
           f"p95 {p['busy']:.1f} ms")  # fmt: skip
     print(f"busy p95 / idle p95 = {p['busy'] / p['idle']:.2f}  (target ≤ 2.0)")
+    for step in STEPS["busy"]:
+        idle_ms, busy_ms = STEPS["idle"].get(step, [0.0]), STEPS["busy"][step]
+        print(f"  {step}: p50 / p95 idle {np.percentile(idle_ms, 50):.1f} / "
+              f"{np.percentile(idle_ms, 95):.1f} ms, busy {np.percentile(busy_ms, 50):.1f} / "
+              f"{np.percentile(busy_ms, 95):.1f} ms")  # fmt: skip
     print(f"ingest: {chunks} chunks in {ingest_s:.1f} s = {chunks / ingest_s:.1f} chunks/s "
           "while answering the searches")  # fmt: skip
 
