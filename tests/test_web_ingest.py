@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -42,11 +43,20 @@ def local_settings(settings: RAGSettings) -> RAGSettings:
     )
 
 
+@pytest.fixture
+async def kb(
+    local_settings: RAGSettings, counting_embed: CountingEmbedding
+) -> AsyncIterator[KnowledgeBase]:
+    """A knowledge base that may crawl loopback; closed after the test (its HTTP session)."""
+    base = KnowledgeBase(local_settings, embed_model=counting_embed)
+    yield base
+    await base.aclose()
+
+
 async def test_crawl_then_search_finds_table_row(
-    httpserver: HTTPServer, local_settings: RAGSettings, counting_embed: CountingEmbedding
+    httpserver: HTTPServer, kb: KnowledgeBase, counting_embed: CountingEmbedding
 ) -> None:
     serve_site(httpserver)
-    kb = KnowledgeBase(local_settings, embed_model=counting_embed)
     seen: list[tuple[int, int]] = []
     summary = await kb.ingest_from_index(
         httpserver.url_for("/index.html"), progress=lambda d, t: seen.append((d, t))
@@ -72,10 +82,9 @@ async def test_crawl_then_search_finds_table_row(
 
 
 async def test_one_failing_page_never_fails_the_crawl(
-    httpserver: HTTPServer, local_settings: RAGSettings, counting_embed: CountingEmbedding
+    httpserver: HTTPServer, kb: KnowledgeBase
 ) -> None:
     serve_site(httpserver, broken="long_document.html")
-    kb = KnowledgeBase(local_settings, embed_model=counting_embed)
     summary = await kb.ingest_from_index(httpserver.url_for("/index.html"))
     assert summary.errors == 1
     assert summary.pages_crawled == len(SITE_PAGES) - 1
@@ -84,17 +93,14 @@ async def test_one_failing_page_never_fails_the_crawl(
 
 
 async def test_pattern_filters_links(
-    httpserver: HTTPServer, local_settings: RAGSettings, counting_embed: CountingEmbedding
+    httpserver: HTTPServer, kb: KnowledgeBase, counting_embed: CountingEmbedding
 ) -> None:
     serve_site(httpserver)
-    kb = KnowledgeBase(local_settings, embed_model=counting_embed)
     summary = await kb.ingest_from_index(httpserver.url_for("/index.html"), r"table_")
     assert summary.pages_crawled == 2
 
 
-async def test_add_page_and_gone_page_pruned(
-    httpserver: HTTPServer, local_settings: RAGSettings, counting_embed: CountingEmbedding
-) -> None:
+async def test_add_page_and_gone_page_pruned(httpserver: HTTPServer, kb: KnowledgeBase) -> None:
     page = (PAGES / "japanese_names.html").read_bytes()
     httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
     served: list[int] = []
@@ -106,7 +112,6 @@ async def test_add_page_and_gone_page_pruned(
         return Response("gone", status=404)
 
     httpserver.expect_request("/names.html").respond_with_handler(names)
-    kb = KnowledgeBase(local_settings, embed_model=counting_embed)
     url = httpserver.url_for("/names.html")
     added = await kb.ingest_page(url + "#section")
     assert added.chunks > 0 and added.source == url
@@ -123,8 +128,11 @@ async def test_private_network_is_refused_by_default(
 ) -> None:
     serve_site(httpserver)
     kb = KnowledgeBase(settings, embed_model=counting_embed)
-    with pytest.raises(UrlRefusedError):
-        await kb.ingest_page(httpserver.url_for("/table_numeric.html"))
+    try:
+        with pytest.raises(UrlRefusedError):
+            await kb.ingest_page(httpserver.url_for("/table_numeric.html"))
+    finally:
+        await kb.aclose()
     assert len(httpserver.log) == 0
 
 
