@@ -11,12 +11,15 @@ without one.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from rag_app.crawl_options import MAX_DEPTH
 from rag_app.limits import MAX_CRAWL_PAGES
+from rag_app.results import CrawlSummary
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +34,8 @@ class CrawlCheckpoint:
 
     start: str
     """The scope's start URL (the start page's URL after redirects)."""
+    origin: str = ""
+    """The start URL the crawl was asked for: a resume must be asked for the same."""
     seen: list[str] = field(default_factory=list)
     pending: list[tuple[str, int]] = field(default_factory=list)
     """Queued pages not finished yet, in visiting order: (URL, depth)."""
@@ -41,6 +46,7 @@ class CrawlCheckpoint:
     def to_dict(self) -> dict[str, Any]:
         return {
             "start": self.start,
+            "origin": self.origin,
             "seen": self.seen,
             "pending": [[url, depth] for url, depth in self.pending],
             "scheduled": self.scheduled,
@@ -79,23 +85,50 @@ class CrawlCheckpoint:
         scheduled, done = raw["scheduled"], raw["done"]
         if not (type(scheduled) is int and type(done) is int and 0 <= done <= scheduled):
             raise ValueError("bad counters")
-        summary = raw.get("summary", {})
-        if not isinstance(summary, dict):
-            raise TypeError("summary is not a mapping")
         return cls(
             start=start,
+            origin=_url(raw["origin"]),
             seen=[_url(key) for key in seen],
             pending=queued,
             scheduled=scheduled,
             done=done,
-            summary=summary,
+            summary=_summary(raw.get("summary", {})),
         )
 
 
 def _url(value: object) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= MAX_URL_CHARS:
         raise ValueError("bad URL")
+    parts = urlsplit(value)  # raises ValueError for a bad port or a broken IPv6 host
+    _ = parts.port
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not a web URL: {value[:80]!r}")
     return value
+
+
+def _summary(raw: object) -> dict[str, Any]:
+    """The summary so far: counts that are counts, error details that are string maps."""
+    if not isinstance(raw, dict):
+        raise TypeError("summary is not a mapping")
+    summary = CrawlSummary()
+    for spec in dataclasses.fields(CrawlSummary):
+        if spec.name not in raw:
+            continue
+        value = raw[spec.name]
+        if spec.name == "error_details":
+            if not isinstance(value, list) or len(value) > MAX_CRAWL_PAGES:
+                raise ValueError("bad error details")
+            for detail in value:
+                if (
+                    not isinstance(detail, dict)
+                    or not all(isinstance(k, str) and isinstance(v, str) for k, v in detail.items())
+                    or not isinstance(detail.get("url"), str)
+                ):
+                    raise ValueError("bad error detail")
+        elif type(value) is not int or value < 0:
+            raise ValueError(f"bad count {spec.name}")
+        setattr(summary, spec.name, value)
+    return summary.to_dict()
 
 
 __all__ = ["CrawlCheckpoint"]

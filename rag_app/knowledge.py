@@ -646,6 +646,8 @@ class KnowledgeBase:
             return summary.to_dict()
 
         spec = {"url": url, "pattern": pattern, "options": dataclasses.asdict(options)}
+        if resume is not None:  # kept until the resumed crawl writes its own
+            spec["checkpoint"] = resume.to_dict()
         return self._jobs.start(
             "crawl", start, work, spec=spec, job_id=job_id, attempt=attempt, crashes=crashes
         ).to_dict()

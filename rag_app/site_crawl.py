@@ -97,6 +97,9 @@ class SiteCrawl:
         self._done = 0
         self._checkpoint = checkpoint
         self._saved_at = 0.0
+        self._origin = ""
+        self._taken: dict[str, list[str]] = {}
+        """Keys a page in flight took besides its own (redirect target, canonical URL)."""
 
     @property
     def _cap(self) -> int:
@@ -107,7 +110,8 @@ class SiteCrawl:
     async def run(self, start: str, resume: CrawlCheckpoint | None = None) -> CrawlSummary:
         """Crawl from `start` (already normalised), or go on from `resume`; errors of
         single pages are counted."""
-        if resume is not None and same_site(resume.start, start):
+        self._origin = start
+        if resume is not None and page_key(resume.origin) == page_key(start):
             self._restore(resume)
         else:
             await self._seed(start)
@@ -151,10 +155,13 @@ class SiteCrawl:
     # -- checkpoints -----------------------------------------------------------------------
 
     def state(self) -> CrawlCheckpoint:
-        """Where the crawl stands now."""
+        """Where the crawl stands now. Keys taken by pages still in flight (their redirect
+        target, their canonical URL) are left out: those pages are visited again."""
+        taken = {key for keys in self._taken.values() for key in keys}
         return CrawlCheckpoint(
             start=self.scope.start,
-            seen=list(self._seen),
+            origin=self._origin,
+            seen=[key for key in self._seen if key not in taken],
             pending=list(self._pending.values()),
             scheduled=self._scheduled,
             done=self._done,
@@ -164,14 +171,16 @@ class SiteCrawl:
     def _restore(self, resume: CrawlCheckpoint) -> None:
         """Go on from a checkpoint: the same keys seen, the same pages queued, the same
         counts (pages finished before are not fetched again)."""
-        self.scope = self.scope.rebased(resume.start)
+        if same_site(resume.start, self.scope.start):
+            self.scope = self.scope.rebased(resume.start)
         self._seen.update(resume.seen)
         for url, depth in resume.pending:
             key = page_key(url)
+            if key in self._pending or self._out_of_scope(url):
+                continue  # a checkpoint never takes a crawl out of its scope
             self._seen.add(key)
-            if key not in self._pending:
-                self._pending[key] = (url, depth)
-                self._queue.put_nowait((key, url, depth))
+            self._pending[key] = (url, depth)
+            self._queue.put_nowait((key, url, depth))
         self._scheduled, self._done = resume.scheduled, resume.done
         saved = CrawlSummary.from_dict(resume.summary)
         for name, value in dataclasses.asdict(saved).items():
@@ -255,19 +264,25 @@ class SiteCrawl:
     async def _worker(self) -> None:
         while True:
             key, url, depth = await self._queue.get()
+            finished = False
             try:
-                await self._visit(url, depth)
-            except Exception as err:  # one page must never fail the crawl
-                logger.exception("Unexpected error crawling %s", url)
-                self._fail(url, f"Unexpected error ({type(err).__name__}); see the server log.")
-            except BaseException:  # cancelled: the page stays queued for a resume
+                try:
+                    await self._visit(url, depth)
+                except Exception as err:  # one page must never fail the crawl
+                    logger.exception("Unexpected error crawling %s", url)
+                    self._fail(url, f"Unexpected error ({type(err).__name__}); see the log.")
+                finished = True  # not when cancelled: the page stays queued for a resume
+            except Exception:  # the bookkeeping itself failed: the worker goes on
+                logger.exception("Crawl bookkeeping failed for %s", url)
+                finished = True
+            finally:
+                if finished:
+                    self._pending.pop(key, None)
+                    self._taken.pop(key, None)
+                    self._done += 1
                 self._queue.task_done()
-                raise
-            self._pending.pop(key, None)
-            self._done += 1
             self._notify()
             self._save()
-            self._queue.task_done()
 
     async def _visit(self, url: str, depth: int) -> None:
         old = self.known.get(url)
@@ -288,7 +303,7 @@ class SiteCrawl:
         else:
             if depth == 0:
                 self.scope = self.scope.rebased(outcome.final_url or url)
-            page = self._deduplicated(outcome)
+            page = self._deduplicated(outcome, page_key(url))
             if page is None:
                 self.summary.duplicates += 1
                 return
@@ -310,7 +325,7 @@ class SiteCrawl:
         self.summary.chunks_stored += result.chunks
         self.summary.unchanged += int(result.unchanged)
 
-    def _deduplicated(self, page: CrawledPage) -> CrawledPage | None:
+    def _deduplicated(self, page: CrawledPage, own: str) -> CrawledPage | None:
         """The page to store (under its canonical URL when the site names one in scope),
         or None when the same page or the same text was already taken in this crawl."""
         if page.final_url and page.final_url != page.url:
@@ -319,6 +334,7 @@ class SiteCrawl:
                 if final_key in self._seen:
                     return None
                 self._seen.add(final_key)
+                self._taken.setdefault(own, []).append(final_key)
         if page.canonical:
             try:
                 canonical = parse_url(page.canonical, self.crawler.policy).url
@@ -329,6 +345,7 @@ class SiteCrawl:
                 if key in self._seen:
                     return None
                 self._seen.add(key)
+                self._taken.setdefault(own, []).append(key)
                 page = dataclasses.replace(page, url=self._spelling.get(key, canonical))
         digest = self._digest(page)
         owner = self._hashes.setdefault(digest, page.url)

@@ -10,10 +10,12 @@ import pytest
 
 from rag_app import site_crawl
 from rag_app.config import RAGSettings
-from rag_app.crawl.scope import page_key
+from rag_app.crawl.pages import CrawledPage
+from rag_app.crawl.scope import CrawlScope, page_key
 from rag_app.crawl_checkpoint import CrawlCheckpoint
 from rag_app.crawl_options import CrawlOptions
 from rag_app.knowledge import KnowledgeBase
+from rag_app.site_crawl import SiteCrawl
 from tests.conftest import CountingEmbedding
 from tests.docs_site import IN_SCOPE
 from tests.static_site import StaticSite
@@ -100,13 +102,55 @@ async def test_a_checkpoint_with_nothing_left_ends_at_once(
     "damage",
     [
         "not a mapping",
-        {"start": "http://h/", "seen": "x", "pending": [], "scheduled": 0, "done": 0},
-        {"start": "http://h/", "seen": [], "pending": [["u", 0]], "scheduled": 1, "done": 0},
-        {"start": "http://h/", "seen": [], "pending": [["u", "1"]], "scheduled": 1, "done": 0},
-        {"start": "http://h/", "seen": [], "pending": [["u"]], "scheduled": 1, "done": 0},
-        {"start": "http://h/", "seen": [], "pending": [], "scheduled": 1, "done": 2},
+        {
+            "start": "http://h/",
+            "origin": "http://h/",
+            "seen": "x",
+            "pending": [],
+            "scheduled": 0,
+            "done": 0,
+        },
+        {
+            "start": "http://h/",
+            "origin": "http://h/",
+            "seen": [],
+            "pending": [["http://h/u", 0]],
+            "scheduled": 1,
+            "done": 0,
+        },
+        {
+            "start": "http://h/",
+            "origin": "http://h/",
+            "seen": [],
+            "pending": [["http://h/u", "1"]],
+            "scheduled": 1,
+            "done": 0,
+        },
+        {
+            "start": "http://h/",
+            "origin": "http://h/",
+            "seen": [],
+            "pending": [["http://h/u"]],
+            "scheduled": 1,
+            "done": 0,
+        },
+        {
+            "start": "http://h/",
+            "origin": "http://h/",
+            "seen": [],
+            "pending": [],
+            "scheduled": 1,
+            "done": 2,
+        },
         {"start": "", "seen": [], "pending": [], "scheduled": 0, "done": 0},
-        {"start": "http://h/", "seen": [7], "pending": [], "scheduled": 0, "done": 0},
+        {
+            "start": "http://h/",
+            "origin": "http://h/",
+            "seen": [7],
+            "pending": [],
+            "scheduled": 0,
+            "done": 0,
+        },
         {"seen": [], "pending": [], "scheduled": 0, "done": 0},
     ],
 )
@@ -134,3 +178,80 @@ async def test_a_checkpoint_of_another_site_is_not_followed(
     summary = await kb.ingest_from_index(site.url("/docs/"), options=OPTIONS, resume=elsewhere)
     assert stored((await kb.stats()).sources, site) == IN_SCOPE_KEYS
     assert summary.pages_crawled == len(IN_SCOPE)
+
+
+VALID = {
+    "start": "http://h/docs/",
+    "origin": "http://h/docs/",
+    "seen": ["http://h/docs"],
+    "pending": [["http://h/docs/a.html", 1]],
+    "scheduled": 1,
+    "done": 0,
+    "summary": {"pages_crawled": 0, "error_details": []},
+}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"summary": {"errors": "x"}},
+        {"summary": {"error_details": ["not a mapping"]}},
+        {"summary": {"error_details": [{"url": 1}]}},
+        {"pending": [["http://h:99999/a", 1]]},
+        {"pending": [["file:///etc/passwd", 1]]},
+        {"origin": None},
+    ],
+)
+def test_every_part_of_a_checkpoint_is_checked(damage: dict[str, Any]) -> None:
+    assert CrawlCheckpoint.parse(VALID) is not None
+    assert CrawlCheckpoint.parse({**VALID, **damage}) is None
+
+
+def test_keys_taken_by_a_page_in_flight_are_not_recorded_as_seen() -> None:
+    """A page redirected to b-final and stopped before its write: resumed, it is stored."""
+    crawl = SiteCrawl(
+        None,  # type: ignore[arg-type]  # no fetch happens here
+        CrawlScope.build("http://h/docs/"),
+        OPTIONS,
+        known={},
+        ingest=None,  # type: ignore[arg-type]
+        remove=None,  # type: ignore[arg-type]
+    )
+    own = page_key("http://h/docs/b")
+    crawl._seen.add(own)
+    crawl._pending[own] = ("http://h/docs/b", 1)
+    page = CrawledPage(
+        url="http://h/docs/b", title="", text="b", crawled_at="", content_hash="hb",
+        final_url="http://h/docs/b-final",
+    )  # fmt: skip
+    assert crawl._deduplicated(page, own) is not None
+    state = crawl.state()
+    assert page_key("http://h/docs/b-final") not in state.seen and own in state.seen
+
+    again = SiteCrawl(
+        None,  # type: ignore[arg-type]
+        CrawlScope.build("http://h/docs/"),
+        OPTIONS,
+        known={},
+        ingest=None,  # type: ignore[arg-type]
+        remove=None,  # type: ignore[arg-type]
+    )
+    again._restore(state)
+    assert again._deduplicated(page, own) is not None  # not taken for a duplicate of itself
+
+
+def test_a_checkpoint_never_takes_a_crawl_out_of_its_scope() -> None:
+    crawl = SiteCrawl(
+        None,  # type: ignore[arg-type]
+        CrawlScope.build("http://h/docs/"),
+        OPTIONS,
+        known={},
+        ingest=None,  # type: ignore[arg-type]
+        remove=None,  # type: ignore[arg-type]
+    )
+    checkpoint = CrawlCheckpoint.parse(
+        {**VALID, "pending": [["http://other.test/secret", 1], ["http://h/docs/a.html", 1]]}
+    )
+    assert checkpoint is not None
+    crawl._restore(checkpoint)
+    assert [url for url, _ in crawl._pending.values()] == ["http://h/docs/a.html"]

@@ -32,10 +32,10 @@ def test_one_edit_agrees_with_brute_force() -> None:
 
 
 def test_spans_are_script_runs_not_glued_to_particles() -> None:
-    texts = [t for _, _, t in query_spans("ベミーゼージのMPを教えて")]
+    texts = [t for _, _, t, _ in query_spans("ベミーゼージのMPを教えて")]
     assert "べみぜじ" in texts and "mp" in texts
     assert "べみぜじの" not in texts  # a span never ends with a one-character run
-    latin = [t for _, _, t in query_spans("Tell me the weight of the Helix M8 Pluw.")]
+    latin = [t for _, _, t, _ in query_spans("Tell me the weight of the Helix M8 Pluw.")]
     assert "helix m8 pluw" in latin and "m8 pluw" in latin
 
 
@@ -102,3 +102,50 @@ def test_a_large_vocabulary_is_indexed_in_the_background(monkeypatch: pytest.Mon
     idx._keys.join(10)
     assert not idx._keys.building and idx._keys.keys == len(KEYS) - 1  # ゼージ folds to ぜじ
     assert idx.search("Tell me the storage of the Sumit X13.", top_k=1)[0][0] == "r2"
+
+
+def test_an_exact_key_stays_when_a_longer_fuzzy_match_is_elsewhere() -> None:
+    idx = index_of(["Summit X13", "Summit X13 Pro", "Helix M8"])
+    vocab = idx._p.vocab
+    idx.search("warm", top_k=1)
+    terms = idx._keys.matches(
+        "Summit X13 vs Summit X13 Pr", idx._p.terms, ["@summit x13"], vocab.__contains__
+    )
+    assert set(terms) == {"@summit x13", "@summit x13 pro"}
+
+
+def test_a_word_the_store_knows_is_not_corrected_and_short_words_are_left_alone() -> None:
+    idx = BM25Index(None)
+    idx.add(
+        [
+            BM25Document("row", "Command: exit, Effect: leaves", key="exit"),
+            BM25Document("tokyo", "都市: 東京都, 人口: 14", key="東京都"),
+            BM25Document("prose", "The interpreter exits when it reads an end-of-file."),
+        ]
+    )
+    idx.search("warm", top_k=1)
+    known = idx._p.vocab.__contains__
+    assert idx._keys.matches("How do I make the interpreter exits?", idx._p.terms, [], known) == []
+    assert idx._keys.matches("How do I ecit?", idx._p.terms, [], known) == ["@exit"]
+    assert idx._keys.matches("東京の天気", idx._p.terms, [], known) == []  # 2 chars vs 3
+
+
+def test_work_per_query_is_bounded_whatever_the_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    keys = ["".join(t) for t in itertools.product("a1b", alphabet, alphabet)][:3000]
+    idx = BM25Index(None)
+    idx.add([BM25Document(f"r{i}", "row", key=k) for i, k in enumerate(keys)])
+    idx.search("warm", top_k=1)
+    checks: list[int] = []
+    real = key_typos.within_one_edit
+
+    def counting(a: str, b: str) -> bool:
+        checks.append(1)
+        return real(a, b)
+
+    monkeypatch.setattr(key_typos, "within_one_edit", counting)
+    query = " ".join(["a1"] * 66) + " aab a1c"
+    spans = {t for _, _, t, _ in key_typos.query_spans(query)}
+    found = idx._keys.matches(query, idx._p.terms, [], lambda _w: False)
+    assert len(found) <= key_typos.MAX_FUZZY
+    assert len(checks) <= key_typos.MAX_CANDIDATES * len(spans)

@@ -205,7 +205,7 @@ class BM25Index:
                 self._keys, self._keys_of = KeyVariants(), self._p
             self._keys.update(self._p.terms)
             exact = key_spans(query, vocab.__contains__)
-            keys = self._keys.matches(query, self._p.terms, exact)
+            keys = self._keys.matches(query, self._p.terms, exact, vocab.__contains__)
             out += [(fields.key, [(vocab[t], 1.0)]) for t in keys]
         return out
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -36,6 +36,9 @@ MAX_SPAN_RUNS = 4
 _MERGE_SHARE = 8
 """Pending variants are merged into the sorted arrays when they exceed 1/8 of them."""
 BACKGROUND_TERMS = 20_000
+MAX_CANDIDATES = 32
+"""A span with more keys than this at one edit (a short, common string) is left alone."""
+MAX_FUZZY = 32
 """More new vocabulary terms than this at once are scanned in a background thread."""
 
 _RUN = re.compile(r"[a-z0-9]+(?:[.'-][a-z0-9]+)*|[ァ-ヺー]+|[ぁ-ゖー]+|[\u4e00-\u9fff々]+")
@@ -84,12 +87,17 @@ def _scan(terms: Sequence[str], start: int, end: int) -> tuple[list[int], list[i
     return hashes, ids, keys
 
 
-def query_spans(query: str) -> list[tuple[int, int, str]]:
-    """(start, end, folded text) of each span of 1..`MAX_SPAN_RUNS` script runs in the
-    first `KEY_SCAN_CHARS` characters of the normalised query."""
+Span = tuple[int, int, str, tuple[str, ...]]
+"""(start, end, folded text, the folded script runs it is made of)."""
+
+
+def query_spans(query: str) -> list[Span]:
+    """Each span of 1..`MAX_SPAN_RUNS` script runs in the first `KEY_SCAN_CHARS`
+    characters of the normalised query."""
     text = normalize(query)[:KEY_SCAN_CHARS]
     runs = [(m.start(), m.end()) for m in _RUN.finditer(text)]
-    spans: list[tuple[int, int, str]] = []
+    folded_runs = [fold_key(text[a:b]) for a, b in runs]
+    spans: list[Span] = []
     for i, (start, first_end) in enumerate(runs):
         for j in range(i, min(i + MAX_SPAN_RUNS, len(runs))):
             end = runs[j][1]
@@ -98,7 +106,7 @@ def query_spans(query: str) -> list[tuple[int, int, str]]:
                 break
             if j > i and (first_end - start == 1 or end - runs[j][0] == 1):
                 continue  # one edit would swallow a whole edge run: `アイアンダガーの` ≠ `…改`
-            spans.append((start, end, folded))
+            spans.append((start, end, folded, tuple(folded_runs[i : j + 1])))
     return spans
 
 
@@ -193,40 +201,63 @@ class KeyVariants:
                     found[n].update(sorted_ids[a:b].tolist())
         return found
 
-    def matches(self, query: str, terms: Sequence[str], exact: Sequence[str]) -> list[str]:
+    def matches(
+        self,
+        query: str,
+        terms: Sequence[str],
+        exact: Sequence[str],
+        known: Callable[[str], bool] = lambda _word: False,
+    ) -> list[str]:
         """Key terms of `query`: the exact ones (`exact`, from `key_spans`) plus keys one
-        edit away from a span of it; where they overlap, the longer match wins."""
+        edit away from a span of it; where they overlap, the longer match wins.
+
+        As a spelling corrector does, only a span holding a word the store does not know
+        (`known`: a body term) is corrected: `exits` is a word of the docs, not a typo of
+        the row `exit`. A span with more than `MAX_CANDIDATES` keys at one edit names no
+        row in particular, and at most `MAX_FUZZY` matches are kept (bounded work under
+        the index's lock whatever the query).
+        """
         if not self.keys:
             return list(exact)
         exact_set = set(exact)
         spans = query_spans(query)
-        exact_spans = [(s, e) for s, e, text in spans if KEY + text in exact_set]
-        fuzzy: list[tuple[int, int, str, str]] = []
+        exact_at = [(s, e, KEY + text) for s, e, text, _ in spans if KEY + text in exact_set]
         asked = [
             span
             for span in spans
-            if KEY + span[2] not in exact_set and len(span[2]) >= MIN_FUZZY_CHARS - 1
+            if KEY + span[2] not in exact_set
+            and len(span[2]) >= MIN_FUZZY_CHARS
+            and not all(known(run) for run in span[3])
         ]
-        for (start, end, text), found in zip(
-            asked, self.candidates([t for *_, t in asked]), strict=True
-        ):
-            for term_id in found:
-                term = terms[term_id]
-                if within_one_edit(text, term[len(KEY) :]):
-                    fuzzy.append((start, end, text, term))
-        fuzzy = [f for f in fuzzy if not any(s <= f[0] and f[1] <= e for s, e in exact_spans)]
+        texts = list(dict.fromkeys(text for _, _, text, _ in asked))
+        near: dict[str, list[str]] = {}
+        for text, found in zip(texts, self.candidates(texts), strict=True):
+            if len(found) <= MAX_CANDIDATES:
+                near[text] = [
+                    terms[i] for i in found if within_one_edit(text, terms[i][len(KEY) :])
+                ]
+        found = ((s, e, text, term) for s, e, text, _ in asked for term in near.get(text, ()))
+        fuzzy = list(dict.fromkeys(found))[: 4 * MAX_FUZZY]
+        fuzzy = [f for f in fuzzy if not any(s <= f[0] and f[1] <= e for s, e, _ in exact_at)]
         fuzzy = [
             f
             for f in fuzzy
             if not any(g[0] <= f[0] and f[1] <= g[1] and g[1] - g[0] > f[1] - f[0] for g in fuzzy)
-        ]
+        ][:MAX_FUZZY]
         if not fuzzy:
             return list(exact)
+
+        def covered(s: int, e: int) -> bool:
+            return any(f[0] <= s and e <= f[1] and f[1] - f[0] > e - s for f in fuzzy)
+
+        aligned = {term for *_, term in exact_at}
         kept = [
             term
             for term in exact
-            if not any(term[len(KEY) :] in text and len(text) > len(term) - len(KEY)
-                       for _, _, text, _ in fuzzy)
+            if (term in aligned and not all(covered(s, e) for s, e, t in exact_at if t == term))
+            or (term not in aligned
+                and not any(term[len(KEY) :] in f[2] and len(f[2]) > len(term) - len(KEY)
+                            for f in fuzzy))
         ]  # fmt: skip
         return list(dict.fromkeys([*kept, *(term for *_, term in fuzzy)]))
 
