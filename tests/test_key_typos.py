@@ -126,6 +126,9 @@ def test_a_word_the_store_knows_is_not_corrected_and_short_words_are_left_alone(
     idx.search("warm", top_k=1)
     known = idx._p.vocab.__contains__
     assert idx._keys.matches("How do I make the interpreter exits?", idx._p.terms, [], known) == []
+    idx.add([BM25Document("row2", "Command: the exit", key="the exit")])
+    vocab_terms = {t for _, fields in idx._query_terms("the exits", None) for t, _ in fields}
+    assert idx._p.vocab["@the exit"] not in vocab_terms  # a stop word is no unknown word
     assert idx._keys.matches("How do I ecit?", idx._p.terms, [], known) == ["@exit"]
     assert idx._keys.matches("東京の天気", idx._p.terms, [], known) == []  # 2 chars vs 3
 

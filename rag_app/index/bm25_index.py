@@ -31,7 +31,14 @@ import numpy as np
 from rag_app.index import bm25_segments as seg
 from rag_app.index.bm25_postings import Bag, Postings, QueryTerm, bag_of
 from rag_app.index.key_typos import KeyVariants
-from rag_app.index.tokenizer import BOUND, GRAM, get_tokenizer, key_spans, key_term
+from rag_app.index.tokenizer import (
+    BOUND,
+    GRAM,
+    STOP_WORDS,
+    get_tokenizer,
+    key_spans,
+    key_term,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +212,9 @@ class BM25Index:
                 self._keys, self._keys_of = KeyVariants(), self._p
             self._keys.update(self._p.terms)
             exact = key_spans(query, vocab.__contains__)
-            keys = self._keys.matches(query, self._p.terms, exact, vocab.__contains__)
+            keys = self._keys.matches(
+                query, self._p.terms, exact, lambda word: word in vocab or word in STOP_WORDS
+            )
             out += [(fields.key, [(vocab[t], 1.0)]) for t in keys]
         return out
 
