@@ -12,8 +12,6 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from rag_app.documents.budget import DocumentLimits
-from rag_app.documents.docx_markdown import read_docx
-from rag_app.documents.pdf_text import read_pdf
 from rag_app.limits import MAX_TITLE_CHARS, shorten
 
 DocumentKind = Literal["pdf", "docx"]
@@ -36,7 +34,14 @@ def extract_document(
     data: bytes, *, kind: DocumentKind, name: str, limits: DocumentLimits | None = None
 ) -> tuple[str, str]:
     """(title, text) of a PDF or DOCX; `name` (path or URL) is used in error messages and
-    its stem is the title of last resort. Raises a `DocumentError` (one sentence)."""
-    read = read_pdf if kind == "pdf" else read_docx
+    its stem is the title of last resort. Raises a `DocumentError` (one sentence).
+
+    The readers (pypdf, python-docx) are imported here, on the first document: a
+    process that never reads one (every search, most crawls) does not pay ~0.3 s for them.
+    """
+    if kind == "pdf":
+        from rag_app.documents.pdf_text import read_pdf as read
+    else:
+        from rag_app.documents.docx_markdown import read_docx as read
     title, text = read(data, name, limits or DocumentLimits())
     return shorten(title or name_stem(name), MAX_TITLE_CHARS), text
