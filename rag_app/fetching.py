@@ -95,6 +95,12 @@ def file_path(source: str) -> Path:
     return Path(unquote(urlsplit(source).path))
 
 
+MTIME_TOLERANCE_SEC = 1e-6
+"""Modification times as stored come back rounded to the microsecond (Chroma's float
+metadata: 1795657331.6852627 reads back as 1795657331.685263), so two times this close
+are the same time."""
+
+
 async def fetch_file(
     path: Path, old: SourceRecord | None, limits: DocumentLimits | None = None
 ) -> FetchOutcome:
@@ -104,7 +110,7 @@ async def fetch_file(
         mtime = (await asyncio.to_thread(path.stat)).st_mtime
     except FileNotFoundError:
         return Gone(source, f"The file {path} no longer exists.")
-    if old is not None and old.mtime == mtime:
+    if old is not None and old.mtime and abs(old.mtime - mtime) < MTIME_TOLERANCE_SEC:
         return NotModified(source)
     title, text = await in_ingest_lane(read_local_document, path, limits=limits)
     return Fetched(source, title, text, kind="file", record_fields={"mtime": mtime})

@@ -97,3 +97,17 @@ async def test_fetched_not_modified_changed_and_gone(
     source.file.unlink()
     gone = await source.fetch(await asyncio.to_thread(kb.store.get_source, source.id))
     assert isinstance(gone, Gone) and gone.source == source.id and gone.reason
+
+
+async def test_a_stored_mtime_rounded_to_the_microsecond_is_the_same_time(tmp_path: Path) -> None:
+    """Chroma reads 1795657331.6852627 back as 1795657331.685263: still not modified."""
+    file = tmp_path / "page.html"
+    file.write_text(FIRST, encoding="utf-8")
+    os.utime(file, ns=(1795657331685262700, 1795657331685262700))
+    mtime = file.stat().st_mtime
+    rounded = float(f"{mtime:.6f}")
+    assert rounded != mtime  # the case that was read again every time
+    same = SourceRecord(source=file.as_uri(), mtime=rounded, kind="file")
+    assert isinstance(await fetch_file(file, same), NotModified)
+    older = SourceRecord(source=file.as_uri(), mtime=mtime - 0.001, kind="file")
+    assert isinstance(await fetch_file(file, older), Fetched)
