@@ -207,16 +207,21 @@ def test_every_part_of_a_checkpoint_is_checked(damage: dict[str, Any]) -> None:
     assert CrawlCheckpoint.parse({**VALID, **damage}) is None
 
 
-def test_keys_taken_by_a_page_in_flight_are_not_recorded_as_seen() -> None:
-    """A page redirected to b-final and stopped before its write: resumed, it is stored."""
-    crawl = SiteCrawl(
-        None,  # type: ignore[arg-type]  # no fetch happens here
+def offline_crawl() -> SiteCrawl:
+    """A crawl of http://h/docs/ whose bookkeeping is driven by hand (nothing is fetched)."""
+    return SiteCrawl(
+        None,  # type: ignore[arg-type]
         CrawlScope.build("http://h/docs/"),
         OPTIONS,
         known={},
         ingest=None,  # type: ignore[arg-type]
         remove=None,  # type: ignore[arg-type]
     )
+
+
+def test_keys_taken_by_a_page_in_flight_are_not_recorded_as_seen() -> None:
+    """A page redirected to b-final and stopped before its write: resumed, it is stored."""
+    crawl = offline_crawl()
     own = page_key("http://h/docs/b")
     crawl._seen.add(own)
     crawl._pending[own] = ("http://h/docs/b", 1)
@@ -228,27 +233,13 @@ def test_keys_taken_by_a_page_in_flight_are_not_recorded_as_seen() -> None:
     state = crawl.state()
     assert page_key("http://h/docs/b-final") not in state.seen and own in state.seen
 
-    again = SiteCrawl(
-        None,  # type: ignore[arg-type]
-        CrawlScope.build("http://h/docs/"),
-        OPTIONS,
-        known={},
-        ingest=None,  # type: ignore[arg-type]
-        remove=None,  # type: ignore[arg-type]
-    )
+    again = offline_crawl()
     again._restore(state)
     assert again._deduplicated(page, own) is not None  # not taken for a duplicate of itself
 
 
 def test_a_checkpoint_never_takes_a_crawl_out_of_its_scope() -> None:
-    crawl = SiteCrawl(
-        None,  # type: ignore[arg-type]
-        CrawlScope.build("http://h/docs/"),
-        OPTIONS,
-        known={},
-        ingest=None,  # type: ignore[arg-type]
-        remove=None,  # type: ignore[arg-type]
-    )
+    crawl = offline_crawl()
     checkpoint = CrawlCheckpoint.parse(
         {**VALID, "pending": [["http://other.test/secret", 1], ["http://h/docs/a.html", 1]]}
     )
