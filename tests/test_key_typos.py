@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import random
+from pathlib import Path
 
 import pytest
 
 from rag_app.index import key_typos
 from rag_app.index.bm25_index import BM25Document, BM25Index
 from rag_app.index.key_typos import KeyVariants, query_spans, variants, within_one_edit
+from tests.processes import rag, rag_json, store_env
 
 
 def damerau_at_most_one(a: str, b: str) -> bool:
@@ -152,3 +154,34 @@ def test_work_per_query_is_bounded_whatever_the_keys(monkeypatch: pytest.MonkeyP
     found = idx._keys.matches(query, idx._p.terms, [], lambda _w: False)
     assert len(found) <= key_typos.MAX_FUZZY
     assert len(checks) <= key_typos.MAX_CANDIDATES * len(spans)
+
+
+def test_a_typo_in_a_row_name_is_found_through_the_store_service(tmp_path: Path) -> None:
+    """Real `rag index` and `rag search` processes, clients of one store service: the
+    service's BM25 matches the mistyped name to its row, and a name written exactly keeps
+    its own row (not the longer one)."""
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    rows = "".join(
+        f"<tr><td>{name}</td><td>{price}</td></tr>"
+        for name, price in [("Summit X13", 1009), ("Summit X13 Studio", 2589), ("Helix M8", 959),
+                            ("Helix M8 Plus", 1319), ("Vega S200", 1397)]
+    )  # fmt: skip
+    (folder / "laptops.html").write_text(
+        "<html><head><title>Laptops</title></head><body><h1>Laptops</h1>"
+        f"<table><tr><th>Model</th><th>Price (USD)</th></tr>{rows}</table></body></html>",
+        encoding="utf-8",
+    )
+    env = store_env(tmp_path)
+    try:
+        indexed = rag(env, "index", str(folder))
+        assert indexed.returncode == 0, indexed.stderr
+        for query, row in [
+            ("Sumit X13 price?", "Price (USD): 1009"),  # not Summit X13 Studio
+            ("Helix M8 Pluw price?", "Price (USD): 1319"),  # Helix M8 Plus, not Helix M8
+            ("Helix M8 price?", "Price (USD): 959"),
+        ]:
+            hits = rag_json(env, "search", query, "--mode", "bm25", "-n", "1")["hits"]
+            assert hits and row in hits[0]["text"], (query, hits)
+    finally:
+        rag(env, "service", "stop")
