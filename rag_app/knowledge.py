@@ -72,7 +72,7 @@ from rag_app.local_files import scan_dir
 from rag_app.owner_lock import StoreOwnerLock, state_dirs
 from rag_app.parsing.metadata_modes import ApplyMetadataModes
 from rag_app.parsing.router import StructuredNodeParser
-from rag_app.passages import PASSAGE_REACH, Piece, expand_hits, page, reading_text
+from rag_app.passages import FIRST_REACH, Piece, expand_hits, page, reading_text
 from rag_app.results import (
     CheckReport,
     CrawlSummary,
@@ -932,29 +932,33 @@ class KnowledgeBase:
     def _passages(self, hits: list[Hit], settings: RAGSettings, limit: int) -> list[Hit]:
         """Hits widened to their passages within the answer budgets (`rag_app.passages`).
 
-        The windows of the first `limit` hits are fetched in one query; a candidate further
-        down (standing in for a merged hit) costs one more."""
-        reach = PASSAGE_REACH
-        fetched: dict[str, list[Piece]] = {}
-        windows: set[tuple[str, int, int]] = set()
+        The near neighbours of the first `limit` hits are fetched in one query; a passage
+        that grows past them, or a candidate further down (standing in for a merged hit),
+        costs one more, for the chunks not asked yet."""
+        asked: dict[str, set[int]] = {}
+        fetched: dict[str, dict[int, Piece]] = {}
+        orders: dict[str, list[str]] = {}
 
         def load(wanted: list[tuple[str, int, int]]) -> None:
-            todo = [(s, max(f, 0), last) for s, f, last in wanted]
-            todo = [w for w in dict.fromkeys(todo) if w not in windows]
-            for n in self.store.section_nodes(todo) if todo else []:
-                piece = Piece(
-                    int(n.metadata.get("chunk_index", -1)),
-                    n.get_content(),
-                    str(n.metadata.get("heading_path", "")),
+            todo: list[tuple[str, list[int]]] = []
+            for source, first, last in wanted:
+                seen = asked.setdefault(source, set())
+                new = [i for i in range(max(first, 0), last + 1) if i not in seen]
+                if new:
+                    seen.update(new)
+                    todo.append((source, new))
+            for c in self.store.section_chunks(todo, orders) if todo else []:
+                fetched.setdefault(c.source, {})[c.chunk_index] = Piece(
+                    c.chunk_index, c.text, c.heading_path
                 )
-                fetched.setdefault(str(n.metadata.get("source_url", "")), []).append(piece)
-            windows.update(todo)
 
-        load([(h.source_url, h.chunk_index - reach, h.chunk_index + reach) for h in hits[:limit]])
+        near = FIRST_REACH
+        load([(h.source_url, h.chunk_index - near, h.chunk_index + near) for h in hits[:limit]])
 
         def fetch(source: str, first: int, last: int) -> list[Piece]:
             load([(source, first, last)])
-            return [p for p in fetched.get(source, []) if first <= p.chunk_index <= last]
+            pieces = fetched.get(source, {})
+            return [pieces[i] for i in range(max(first, 0), last + 1) if i in pieces]
 
         return expand_hits(
             hits,
@@ -962,7 +966,6 @@ class KnowledgeBase:
             per_hit=settings.rag_passage_chars,
             total=settings.rag_answer_chars,
             limit=limit,
-            reach=reach,
             overhead=hit_overhead,
         )
 

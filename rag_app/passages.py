@@ -31,6 +31,9 @@ HEADER_CHARS = 120
 formatted answer, not only its passages, stays within the total budget."""
 PASSAGE_REACH = 8
 """Chunks fetched on each side of a hit to widen it (enough for the default budgets)."""
+FIRST_REACH = 5
+"""Chunks asked first on each side of a hit; the rest of `PASSAGE_REACH` only when the
+passage grows to the edge of those (most stop earlier, at a section's end or the budget)."""
 MIN_JOIN_OVERLAP = 4
 """Shorter matches between a chunk's end and the next one's start are coincidence."""
 MAX_JOIN_OVERLAP = 1000
@@ -124,13 +127,15 @@ def expand_hits(
     total: int,
     limit: int | None = None,
     reach: int = PASSAGE_REACH,
+    first_reach: int = FIRST_REACH,
     overhead: Callable[[Hit], int] = lambda _hit: HEADER_CHARS,
 ) -> list[Hit]:
     """Up to `limit` hits with their passages (`Hit.passage`), ranked 1..n; see the module
     docstring. `hits` may hold more candidates than `limit`: those fill the places of hits
     that fell inside a better-ranked passage. `reach` bounds how many chunks on each side
-    are fetched per hit; `overhead` is what a hit costs in the answer besides its passage
-    (its heading lines).
+    are fetched per hit, `first_reach` how many are asked first (the same passages, fewer
+    chunks read); `overhead` is what a hit costs in the answer besides its passage (its
+    heading lines).
     """
     limit = len(hits) if limit is None else limit
     out: list[Hit] = []
@@ -149,14 +154,27 @@ def expand_hits(
             if out:
                 continue  # no room left for this chunk: a shorter candidate may still fit
             budget = len(hit.text)  # the best hit is always shown
-        lo = max(0, hit.chunk_index - reach)
-        wide = budget > len(hit.text)
-        section = fetch(hit.source_url, lo, hit.chunk_index + reach) if wide else []
-        text, indexes = widen(hit, section, budget)
+        text, indexes = _widened(hit, fetch, budget, min(first_reach, reach), reach)
         covered.setdefault(hit.source_url, set()).update(indexes)
         used += len(text) + overhead(hit)
         out.append(replace(hit, rank=len(out) + 1, passage=text, passage_chunks=indexes))
     return out
+
+
+def _widened(
+    hit: Hit, fetch: NeighbourFetcher, budget: int, near: int, reach: int
+) -> tuple[str, list[int]]:
+    """`widen` over the `near` neighbours on each side, or over all `reach` of them when
+    the passage grew to the edge of the near ones (there it stopped for want of a chunk,
+    not for a section's end or the budget), so the result is that of the full window."""
+    if budget <= len(hit.text):
+        return widen(hit, [], budget)
+    at = hit.chunk_index
+    lo = max(0, at - near)
+    text, indexes = widen(hit, fetch(hit.source_url, lo, at + near), budget)
+    if near < reach and ((indexes[0] == lo and lo > 0) or indexes[-1] == at + near):
+        text, indexes = widen(hit, fetch(hit.source_url, max(0, at - reach), at + reach), budget)
+    return text, indexes
 
 
 def _in_section(heading_path: str, section: str) -> bool:

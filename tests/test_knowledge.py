@@ -310,7 +310,7 @@ async def test_passages_fetch_neighbours_by_id_from_the_source_record(
     def no_metadata_query(windows: object) -> list[object]:
         raise AssertionError("neighbours of a recorded source are fetched by id")
 
-    monkeypatch.setattr(kb.store.chroma, "section_nodes", no_metadata_query)
+    monkeypatch.setattr(kb.store.chroma, "section_chunks", no_metadata_query)
     hit = (await kb.retrieve("手順6 項目6", n_results=1)).hits[0]
     assert "手順5" in hit.passage and "手順7" in hit.passage
 

@@ -3,6 +3,8 @@ per-hit and per-answer budgets, in rank order."""
 
 from __future__ import annotations
 
+import random
+
 from rag_app.passages import HEADER_CHARS, Piece, expand_hits, join_chunks, page, reading_text
 from rag_app.results import Hit
 
@@ -99,3 +101,36 @@ def test_reading_order_sections_and_pages() -> None:
     part, nxt = page("line one\nline two\nline three", 0, 10)
     assert part == "line one\n" and nxt == 9
     assert page("short", 0, 100) == ("short", None)
+
+
+def test_asking_the_near_neighbours_first_gives_the_passages_of_the_full_window() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        # sections of random lengths, chunks of random sizes, a gap now and then
+        pieces: list[Piece] = []
+        path = "A"
+        for i in range(40):
+            if rng.random() < 0.1:
+                path = rng.choice("ABC")
+            if rng.random() < 0.05:
+                continue
+            pieces.append(Piece(i, f"文{i}。" * rng.randint(1, 30), path))
+        by_index = {p.chunk_index: p for p in pieces}
+        asked: list[tuple[int, int]] = []
+
+        def fetch_from(
+            source: str, first: int, last: int, pieces: list[Piece] = pieces, asked: list = asked
+        ) -> list[Piece]:
+            asked.append((first, last))
+            return [p for p in pieces if first <= p.chunk_index <= last]
+
+        hits = [
+            _hit(p.chunk_index, p.text, path=p.heading_path)
+            for p in rng.sample(list(by_index.values()), 4)
+        ]
+        per_hit, total = rng.choice([(300, 3000), (1200, 3000), (5000, 6000)])
+        full = expand_hits(hits, fetch_from, per_hit=per_hit, total=total, limit=3, first_reach=8)
+        asked.clear()
+        staged = expand_hits(hits, fetch_from, per_hit=per_hit, total=total, limit=3, first_reach=2)
+        assert staged == full
+        assert all(last - first <= 16 for first, last in asked)

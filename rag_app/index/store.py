@@ -37,7 +37,12 @@ from rag_app.index.change_log import (
     Cursor,
     now_ms,
 )
-from rag_app.index.chroma_store import HNSW_EF_SEARCH, ChromaStore, SourceRecord
+from rag_app.index.chroma_store import (
+    HNSW_EF_SEARCH,
+    ChromaStore,
+    SectionChunk,
+    SourceRecord,
+)
 from rag_app.index.exact_vectors import VectorMatches
 from rag_app.parsing.content_type import is_numeric_token
 from rag_app.parsing.metadata_modes import context_text
@@ -211,23 +216,33 @@ class KnowledgeStore:
         """Every chunk of one source, for reading it whole."""
         return self.chroma.source_nodes(source)
 
-    def section_nodes(self, windows: Sequence[tuple[str, int, int]]) -> list[TextNode]:
-        """Chunks of each `(source, first, last)` window (by `chunk_index`), for passages.
+    def section_chunks(
+        self,
+        windows: Sequence[tuple[str, Sequence[int]]],
+        orders: dict[str, list[str]] | None = None,
+    ) -> list[SectionChunk]:
+        """Chunks of each `(source, chunk indexes)` window, for passages.
 
         By id where the source's record lists its chunks in order (one lookup of the
-        records, one of the chunks: ~5 ms), else by a metadata query (15–50 ms)."""
-        records = self.chroma.get_sources(list(dict.fromkeys(s for s, _, _ in windows)))
+        records, one of the chunks), else by a metadata query (15–50 ms). `orders` keeps
+        the records' chunk orders between calls (one passage lookup makes several)."""
+        orders = {} if orders is None else orders
+        unknown = [s for s in dict.fromkeys(s for s, _ in windows) if s not in orders]
+        if unknown:
+            records = self.chroma.get_sources(unknown)
+            for source in unknown:
+                record = records.get(source)
+                orders[source] = record.ordered_chunk_ids() if record is not None else []
         by_id: list[str] = []
-        by_query: list[tuple[str, int, int]] = []
-        for source, first, last in windows:
-            record = records.get(source)
-            order = record.ordered_chunk_ids() if record is not None else []
+        by_query: list[tuple[str, Sequence[int]]] = []
+        for source, indexes in windows:
+            order = orders[source]
             if order:
-                by_id.extend(order[max(first, 0) : last + 1])
+                by_id.extend(order[i] for i in indexes if 0 <= i < len(order))
             else:
-                by_query.append((source, first, last))
-        nodes = self.chroma.get_nodes(list(dict.fromkeys(by_id))) if by_id else []
-        return nodes + (self.chroma.section_nodes(by_query) if by_query else [])
+                by_query.append((source, indexes))
+        found = self.chroma.get_section_chunks(list(dict.fromkeys(by_id))) if by_id else []
+        return found + (self.chroma.section_chunks(by_query) if by_query else [])
 
     def existing_embeddings(self, ids: Sequence[str]) -> dict[str, list[float]]:
         return self.chroma.existing_embeddings(ids)
