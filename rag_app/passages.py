@@ -9,7 +9,9 @@ gets at most `per_hit` characters and no more than what the whole answer may sti
 (`total`) after keeping room for every later hit's own chunk and for each hit's heading
 lines; a later hit whose chunk no longer fits is skipped for a shorter candidate, so the
 answer stays within `total` unless the best hit's chunk alone is longer. A hit whose chunk
-is already inside a better-ranked passage is dropped.
+is already inside a better-ranked passage is dropped, and a passage ends where a
+better-ranked one begins, so no text is shown twice; the section's heading line, which
+every chunk repeats, is shown once.
 
 The same idea as LlamaIndex's sentence-window and auto-merging retrievers, done at query
 time over the stored chunks: those need the window or parent text stored with every node
@@ -82,6 +84,10 @@ def join_chunks(first: str, second: str, heading: str | None = None) -> str:
     return f"{first}\n{second}"
 
 
+def _has_line(text: str, line: str) -> bool:
+    return bool(line) and (text.startswith(line + "\n") or f"\n{line}\n" in text)
+
+
 def merge(pieces: Sequence[Piece]) -> str:
     """The pieces (in chunk order) as one text."""
     text = ""
@@ -99,6 +105,10 @@ def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[in
     by_index = {p.chunk_index: p for p in section if p.heading_path == hit.heading_path}
     lo = hi = hit.chunk_index
     text = hit.text
+    # the heading line the section's chunks repeat (a table row's chunk has none): shown once
+    heading = section_heading(text) or next(
+        (h for _, p in sorted(by_index.items()) if (h := section_heading(p.text))), ""
+    )
     grow = {1: True, -1: True}  # a side stops at a gap, another section or the budget
     while any(grow.values()):
         for step in (1, -1):  # after first: a passage reads on from its hit
@@ -108,9 +118,9 @@ def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[in
             piece = by_index.get(nxt)
             joined = None
             if piece is not None:
-                joined = (
-                    join_chunks(text, piece.text) if step == 1 else join_chunks(piece.text, text)
-                )
+                first, second = (text, piece.text) if step == 1 else (piece.text, text)
+                shown = heading if _has_line(first, heading) else ""
+                joined = join_chunks(first, second, shown)
             if joined is None or len(joined) > budget:
                 grow[step] = False
                 continue
@@ -154,7 +164,8 @@ def expand_hits(
             if out:
                 continue  # no room left for this chunk: a shorter candidate may still fit
             budget = len(hit.text)  # the best hit is always shown
-        text, indexes = _widened(hit, fetch, budget, min(first_reach, reach), reach)
+        shown = covered.get(hit.source_url, set())
+        text, indexes = _widened(hit, fetch, budget, min(first_reach, reach), reach, shown)
         covered.setdefault(hit.source_url, set()).update(indexes)
         used += len(text) + overhead(hit)
         out.append(replace(hit, rank=len(out) + 1, passage=text, passage_chunks=indexes))
@@ -162,18 +173,28 @@ def expand_hits(
 
 
 def _widened(
-    hit: Hit, fetch: NeighbourFetcher, budget: int, near: int, reach: int
+    hit: Hit,
+    fetch: NeighbourFetcher,
+    budget: int,
+    near: int,
+    reach: int,
+    shown: set[int] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[str, list[int]]:
     """`widen` over the `near` neighbours on each side, or over all `reach` of them when
     the passage grew to the edge of the near ones (there it stopped for want of a chunk,
-    not for a section's end or the budget), so the result is that of the full window."""
+    not for a section's end or the budget), so the result is that of the full window.
+    Chunks `shown` in a better-ranked passage end it: an answer never repeats a text."""
     if budget <= len(hit.text):
         return widen(hit, [], budget)
     at = hit.chunk_index
+
+    def section(first: int, last: int) -> list[Piece]:
+        return [p for p in fetch(hit.source_url, first, last) if p.chunk_index not in shown]
+
     lo = max(0, at - near)
-    text, indexes = widen(hit, fetch(hit.source_url, lo, at + near), budget)
+    text, indexes = widen(hit, section(lo, at + near), budget)
     if near < reach and ((indexes[0] == lo and lo > 0) or indexes[-1] == at + near):
-        text, indexes = widen(hit, fetch(hit.source_url, max(0, at - reach), at + reach), budget)
+        text, indexes = widen(hit, section(max(0, at - reach), at + reach), budget)
     return text, indexes
 
 

@@ -134,3 +134,23 @@ def test_asking_the_near_neighbours_first_gives_the_passages_of_the_full_window(
         staged = expand_hits(hits, fetch_from, per_hit=per_hit, total=total, limit=3, first_reach=2)
         assert staged == full
         assert all(last - first <= 16 for first, last in asked)
+
+
+def test_a_section_heading_is_shown_once_in_a_passage_that_starts_at_a_table_row() -> None:
+    rows = [Piece(i, f"Format: {c}\nC Type: t{i}", "S") for i, c in enumerate("abc")]
+    notes = [Piece(3 + i, f"### Notes\nnote {i} " + "x" * 40, "S") for i in range(4)]
+    pieces = rows + notes
+
+    def fetch_s(source: str, first: int, last: int) -> list[Piece]:
+        return [p for p in pieces if first <= p.chunk_index <= last]
+
+    (wide,) = expand_hits([_hit(2, rows[2].text, path="S")], fetch_s, per_hit=2000, total=3000)
+    assert wide.passage.count("### Notes") == 1
+    assert all(f"note {i}" in wide.passage for i in range(4)) and "Format: a" in wide.passage
+
+
+def test_a_later_passage_never_repeats_chunks_a_better_one_shows() -> None:
+    hits = [_hit(3, SECTION[3].text), _hit(6, SECTION[6].text)]
+    out = expand_hits(hits, fetch, per_hit=120, total=3000)
+    assert len(out) == 2
+    assert not set(out[0].passage_chunks) & set(out[1].passage_chunks)
