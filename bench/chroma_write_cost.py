@@ -3,9 +3,11 @@
 Not a test. Upserts the same 2,000 random unit vectors, 20 per call (a page's worth),
 into fresh embedded collections: vectors only, then with the chunk text as a document,
 with metadata only, with both, with the text in metadata instead of a document, with
-Chroma's default HNSW settings instead of ours, and with the full-text index on
-documents switched off in the collection's schema. Prints wall and CPU time per chunk
-and each row's ratio to "vectors only" measured in the same run.
+Chroma's default HNSW settings instead of ours, with the full-text index on documents
+switched off in the collection's schema, with the Japanese text written as ASCII escapes
+(`rag_app.index.stored_text`, as chunks are stored now) and with English text of the same
+length. Prints wall and CPU time per chunk and each row's ratio to "vectors only"
+measured in the same run.
 
     python bench/chroma_write_cost.py [--chunks 2000]
 """
@@ -27,9 +29,13 @@ from chromadb.api.types import FtsIndexConfig, HnswIndexConfig, VectorIndexConfi
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from rag_app.index import stored_text
 from rag_app.index.chroma_store import HNSW_BUILD
 
 TEXT = "これはテストの文章です。チャンクの本文はおよそ二百文字程度になります。" * 4
+ENGLISH = ("This is a test sentence; a chunk's text is about two hundred characters. " * 3)[
+    : len(TEXT)
+]
 PER_CALL = 20
 
 
@@ -53,6 +59,8 @@ def run(
     text_in_meta: bool = False,
     hnsw: dict[str, Any] | None = None,
     schema: Schema | None = None,
+    text: str = TEXT,
+    escaped: bool = False,
 ) -> tuple[float, float]:
     client = chromadb.PersistentClient(path=tempfile.mkdtemp(prefix="chroma-cost-"))
     if schema is not None:
@@ -66,7 +74,8 @@ def run(
         ids = [str(j) for j in range(i, i + PER_CALL)]
         kwargs: dict[str, Any] = {"ids": ids, "embeddings": vectors[i : i + PER_CALL]}
         if docs:
-            kwargs["documents"] = [f"{TEXT}{j}" for j in range(i, i + PER_CALL)]
+            docs_ = [f"{text}{j}" for j in range(i, i + PER_CALL)]
+            kwargs["documents"] = [stored_text.encode(d) for d in docs_] if escaped else docs_
         if meta or text_in_meta:
             kwargs["metadatas"] = [metadata(j, text_in_meta) for j in range(i, i + PER_CALL)]
         col.upsert(**kwargs)
@@ -103,6 +112,8 @@ def main() -> None:
         ("+ text in metadata, no document", {"docs": False, "meta": True, "text_in_meta": True}),
         ("as stored, Chroma's default HNSW", {**stored, "hnsw": {"space": "cosine"}}),
         ("as stored, FTS index off in the schema", {**stored, "schema": no_fts}),
+        ("as stored now: Japanese text escaped", {**stored, "escaped": True}),
+        ("as stored, English text of the same length", {**stored, "text": ENGLISH}),
     ]
     base = None
     for label, kwargs in rows:

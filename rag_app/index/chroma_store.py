@@ -18,11 +18,12 @@ import chromadb
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from llama_index.core.schema import BaseNode, TextNode
-from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from rag_app.config import RAGSettings
 from rag_app.errors import EmbeddingMismatchError, StoreUnavailableError
+from rag_app.index import stored_text
 from rag_app.index.exact_vectors import ExactVectors, VectorMatches
 from rag_app.parsing.metadata_modes import follows_modes, set_metadata_modes
 
@@ -62,7 +63,7 @@ def _section_chunks(got: Any) -> list[SectionChunk]:
         SectionChunk(
             str((m or {}).get("source_url", "")),
             int((m or {}).get("chunk_index", -1)),
-            d or "",
+            stored_text.decode(d),
             str((m or {}).get("heading_path", "")),
         )
         for d, m in zip(got["documents"], got["metadatas"], strict=True)
@@ -223,10 +224,8 @@ class ChromaStore:
             self.collection.upsert(
                 ids=ids,
                 embeddings=embeddings,
-                documents=[n.get_content() for n in batch],
-                metadatas=[
-                    node_to_metadata_dict(n, remove_text=True, flat_metadata=True) for n in batch
-                ],
+                documents=[stored_text.encode(n.get_content()) for n in batch],
+                metadatas=[stored_text.ascii_metadata(n) for n in batch],
             )
             self._mirror(ids, embeddings, [str(n.metadata.get("source_url", "")) for n in batch])
 
@@ -492,7 +491,7 @@ class ChromaStore:
 
     @staticmethod
     def _to_node(node_id: str, text: str | None, meta: Any) -> TextNode:
-        node = metadata_dict_to_node(dict(meta or {}), text=text or "")
+        node = metadata_dict_to_node(dict(meta or {}), text=stored_text.decode(text))
         node.id_ = node_id
         if not follows_modes(node):  # a chunk stored by an older version
             set_metadata_modes([node])
