@@ -73,4 +73,6 @@ def test_node_json_is_ascii_and_llamaindex_reads_the_same_node() -> None:
     assert meta["_node_content"].isascii()
     back = metadata_dict_to_node(meta, text="本文")
     assert back.metadata == node.metadata and back.node_id == "j1"
-    assert meta["title"] == "表題"  # flat values stay as they are: filters and readers use them
+    assert all(v.isascii() for v in meta.values() if isinstance(v, str) and v != meta["source_url"])
+    assert stored_text.decode(meta["title"]) == "表題"
+    assert meta["source_url"] == "https://例え.jp/"  # what `where` filters match stays as it is

@@ -64,7 +64,7 @@ def _section_chunks(got: Any) -> list[SectionChunk]:
             str((m or {}).get("source_url", "")),
             int((m or {}).get("chunk_index", -1)),
             stored_text.decode(d),
-            str((m or {}).get("heading_path", "")),
+            stored_text.decode(str((m or {}).get("heading_path", ""))),
         )
         for d, m in zip(got["documents"], got["metadatas"], strict=True)
     ]

@@ -14,7 +14,9 @@ Outside this project, `codecs.decode(stored[len(PREFIX):], "unicode_escape")` re
 
 The node JSON LlamaIndex keeps in each chunk's metadata (`_node_content`, written with
 `ensure_ascii=False`) is written with JSON's own escapes instead: the same JSON to any
-reader, LlamaIndex's `metadata_dict_to_node` included.
+reader, LlamaIndex's `metadata_dict_to_node` included, which takes a node's metadata from
+it. The flat copies of the metadata (title, heading path: a chunk's Japanese headings cost
+more than its text) are encoded like the text, except the keys Chroma filters on.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 PREFIX = "rag-u:"
+RAW_KEYS = frozenset({"source_url", "document_id", "ref_doc_id", "doc_id"})
+"""Flat metadata kept as it is: `where` filters match these (the source's URL or path)."""
 
 
 def encode(text: str) -> str:
@@ -45,9 +49,11 @@ def decode(stored: str | None) -> str:
 
 
 def ascii_metadata(node: BaseNode) -> dict[str, Any]:
-    """LlamaIndex's Chroma metadata for `node`, its node JSON in ASCII."""
+    """LlamaIndex's Chroma metadata for `node` in ASCII: its node JSON with JSON escapes,
+    flat string values `encode`d, except those Chroma filters on (`RAW_KEYS`)."""
     meta = node_to_metadata_dict(node, remove_text=True, flat_metadata=True)
-    content = meta.get("_node_content")
-    if isinstance(content, str) and not content.isascii():
-        meta["_node_content"] = json.dumps(json.loads(content))
+    for key, value in meta.items():
+        if not isinstance(value, str) or value.isascii() or key in RAW_KEYS:
+            continue
+        meta[key] = json.dumps(json.loads(value)) if key == "_node_content" else encode(value)
     return meta
