@@ -63,8 +63,8 @@ def _section_chunks(got: Any) -> list[SectionChunk]:
         SectionChunk(
             str((m or {}).get("source_url", "")),
             int((m or {}).get("chunk_index", -1)),
-            stored_text.decode(d),
-            stored_text.decode(str((m or {}).get("heading_path", ""))),
+            stored_text.decode(d, m),
+            stored_text.decode(str((m or {}).get("heading_path", "")), m),
         )
         for d, m in zip(got["documents"], got["metadatas"], strict=True)
     ]
@@ -491,7 +491,7 @@ class ChromaStore:
 
     @staticmethod
     def _to_node(node_id: str, text: str | None, meta: Any) -> TextNode:
-        node = metadata_dict_to_node(dict(meta or {}), text=stored_text.decode(text))
+        node = metadata_dict_to_node(dict(meta or {}), text=stored_text.decode(text, meta))
         node.id_ = node_id
         if not follows_modes(node):  # a chunk stored by an older version
             set_metadata_modes([node])

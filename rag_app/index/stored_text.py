@@ -7,10 +7,12 @@ written as `\\uXXXX` escapes (`bench/chroma_write_cost.py`). The embedded client
 GIL for the whole call, so that time also stalled searches during an ingest. Reads are not
 affected either way.
 
-A stored text that starts with `PREFIX` is the escaped form; any other is the text
-itself (ASCII text, and every chunk written before this encoding, are stored as they
-are). A text that itself starts with `PREFIX` is escaped too, so decoding is exact.
-Outside this project, `codecs.decode(stored[len(PREFIX):], "unicode_escape")` reads it.
+A chunk written this way carries `ENCODED_KEY` in its metadata; in such a chunk a stored
+text that starts with `PREFIX` is the escaped form and any other is the text itself (ASCII
+text is stored as it is; a text that itself starts with `PREFIX` is escaped too). A chunk
+without the key, written before this encoding, is read exactly as stored, whatever its
+text starts with. Outside this project, `codecs.decode(stored[len(PREFIX):],
+"unicode_escape")` reads an escaped text.
 
 The node JSON LlamaIndex keeps in each chunk's metadata (`_node_content`, written with
 `ensure_ascii=False`) is written with JSON's own escapes instead: the same JSON to any
@@ -28,7 +30,9 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 PREFIX = "rag-u:"
-RAW_KEYS = frozenset({"source_url", "document_id", "ref_doc_id", "doc_id"})
+ENCODED_KEY = "rag_stored_text"
+"""Flat metadata key (value 1) of a chunk whose text and flat values `encode` wrote."""
+RAW_KEYS = frozenset({"source_url", "document_id", "ref_doc_id", "doc_id", ENCODED_KEY})
 """Flat metadata kept as it is: `where` filters match these (the source's URL or path)."""
 
 
@@ -39,21 +43,31 @@ def encode(text: str) -> str:
     return PREFIX + text.encode("unicode_escape").decode("ascii")
 
 
-def decode(stored: str | None) -> str:
-    """The text `encode` stored (a text written as it was comes back unchanged)."""
+def decode(stored: str | None, meta: Any) -> str:
+    """The text `encode` stored, for a chunk with metadata `meta`; a chunk written before
+    the encoding (no `ENCODED_KEY`) comes back exactly as stored."""
     if not stored:
         return ""
-    if not stored.startswith(PREFIX):
+    if not stored.startswith(PREFIX) or not isinstance(meta, dict) or not meta.get(ENCODED_KEY):
         return stored
-    return stored[len(PREFIX) :].encode("ascii").decode("unicode_escape")
+    try:
+        return stored[len(PREFIX) :].encode("ascii").decode("unicode_escape")
+    except UnicodeError:  # not something `encode` wrote (edited by hand): shown as stored
+        return stored
 
 
 def ascii_metadata(node: BaseNode) -> dict[str, Any]:
     """LlamaIndex's Chroma metadata for `node` in ASCII: its node JSON with JSON escapes,
-    flat string values `encode`d, except those Chroma filters on (`RAW_KEYS`)."""
+    flat string values `encode`d, except those Chroma filters on (`RAW_KEYS`), and the
+    `ENCODED_KEY` mark."""
     meta = node_to_metadata_dict(node, remove_text=True, flat_metadata=True)
     for key, value in meta.items():
-        if not isinstance(value, str) or value.isascii() or key in RAW_KEYS:
+        if not isinstance(value, str) or key in RAW_KEYS:
             continue
-        meta[key] = json.dumps(json.loads(value)) if key == "_node_content" else encode(value)
+        if key == "_node_content":
+            if not value.isascii():
+                meta[key] = json.dumps(json.loads(value))
+        else:
+            meta[key] = encode(value)
+    meta[ENCODED_KEY] = 1
     return meta
