@@ -87,7 +87,10 @@ def test_version_names_command_and_release(command: str) -> None:
 
 def test_ctrl_c_exits_130_without_traceback() -> None:
     script = (
-        "import sys, time\n"
+        "import signal, sys, time\n"
+        # a shell's background job inherits SIGINT ignored: Python then never raises
+        # KeyboardInterrupt, whatever the program does; a terminal's Ctrl-C is the case here
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from rag_app.console import guarded\n"
         "def body():\n"
         "    print('ready', flush=True)\n"
