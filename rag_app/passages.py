@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from rag_app.results import Hit
@@ -178,7 +179,7 @@ def _widened(
     budget: int,
     near: int,
     reach: int,
-    shown: set[int] = frozenset(),  # type: ignore[assignment]
+    shown: AbstractSet[int] = frozenset(),
 ) -> tuple[str, list[int]]:
     """`widen` over the `near` neighbours on each side, or over all `reach` of them when
     the passage grew to the edge of the near ones (there it stopped for want of a chunk,
