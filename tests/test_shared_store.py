@@ -231,6 +231,33 @@ def test_two_machines_on_one_chroma_server_see_each_others_writes(
     assert len(pids) == 2
 
 
+def test_text_written_for_chroma_reads_back_exactly_on_another_machine(
+    tmp_path: Path, chroma_server: int
+) -> None:
+    """Chunk text goes to Chroma escaped (`rag_app.index.stored_text`): the other owner
+    builds its BM25 from Chroma and reads pages from it, so it must decode the same."""
+    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server)}
+    collection = f"t{time.time_ns()}"
+    a = store_env(tmp_path / "a", RAG_COLLECTION_NAME=collection, **common)
+    b = store_env(tmp_path / "b", RAG_COLLECTION_NAME=collection, **common)
+    hostile = "rag-u:\\N{BULLET} C:\\new\\table \\u3042 😀 é"
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    note = folder / "kani.md"
+    note.write_text(
+        f"# ズワイガニ漁\n\nズワイガニ漁の記録は冬に始まる。\n\n{hostile}\n", encoding="utf-8"
+    )
+    assert rag(b, "stats").returncode == 0  # the other machine is up before the write
+    assert rag(a, "index", str(folder)).returncode == 0
+    found = rag_json(b, "search", "ズワイガニ", "--mode", "bm25")  # b's BM25, from Chroma
+    assert note.as_uri() in sources_of(found)
+    for env in (a, b):
+        read = rag(env, "read", str(note))
+        assert read.returncode == 0, read.stderr
+        assert hostile in read.stdout and "ズワイガニ漁の記録は冬に始まる。" in read.stdout
+        assert "rag-u:\\u" not in read.stdout  # nothing shown in its stored form
+
+
 async def test_crawl_state_lives_as_long_as_the_server(
     tmp_path: Path, httpserver: HTTPServer
 ) -> None:
