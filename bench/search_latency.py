@@ -208,18 +208,12 @@ def put_records(kb: KnowledgeBase, nodes: list[TextNode]) -> None:
     pages: dict[str, list[str]] = {}
     for nd in nodes:
         pages.setdefault(str(nd.metadata["source_url"]), []).append(nd.node_id)
-    records = [
-        SourceRecord(source=src, title=src, chunk_count=len(ids), chunk_ids=" ".join(ids))
-        for src, ids in pages.items()
-    ]
-    col = kb.store.chroma.sources_collection
-    for start in range(0, len(records), 1000):
-        batch = records[start : start + 1000]
-        col.upsert(
-            ids=[r.source for r in batch],
-            embeddings=[[0.0]] * len(batch),
-            metadatas=[r.to_metadata() for r in batch],  # type: ignore[misc]
-        )
+    kb.store.chroma.put_sources(
+        [
+            SourceRecord(source=src, title=src, chunk_count=len(ids), chunk_ids=" ".join(ids))
+            for src, ids in pages.items()
+        ]
+    )
 
 
 def pct(values: list[float], q: float) -> float:

@@ -58,3 +58,21 @@ def test_unfindable_looks_wider_before_calling_a_crowded_chunk_lost(tmp_path: Pa
     assert store.unfindable(ids) == []
     store.collection.delete(ids=["d05"])  # gone from the index: its own vector is lost
     assert store.unfindable(["d05", "d06"]) == []  # a chunk Chroma no longer has is skipped
+
+
+def test_source_records_are_written_in_slices_and_all_land(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chroma_store, "WRITE_SLICE", 4)
+    store = chroma_store.ChromaStore(
+        chromadb.PersistentClient(path=str(tmp_path)), "kb_records", model_name="m", dimension=3
+    )
+    records = [
+        chroma_store.SourceRecord(source=f"s{i}", title=f"表題{i}", chunk_ids=f"a{i} b{i}")
+        for i in range(10)
+    ]
+    store.put_sources(records)
+    store.put_source(chroma_store.SourceRecord(source="s3", title="new"))
+    got = store.get_sources([r.source for r in records])
+    assert sorted(got) == sorted(r.source for r in records)
+    assert got["s3"].title == "new" and got["s7"].ordered_chunk_ids() == ["a7", "b7"]

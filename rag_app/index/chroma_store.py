@@ -548,9 +548,17 @@ class ChromaStore:
         return SourceRecord.from_metadata(dict(got["metadatas"][0] or {}))
 
     def put_source(self, record: SourceRecord) -> None:
-        self.sources_collection.upsert(
-            ids=[record.source], embeddings=[[0.0]], metadatas=[record.to_metadata()]
-        )
+        self.put_sources([record])
+
+    def put_sources(self, records: Sequence[SourceRecord]) -> None:
+        """Write source records (insert or replace by source), in slices of `WRITE_SLICE`."""
+        for start in range(0, len(records), WRITE_SLICE):
+            batch = records[start : start + WRITE_SLICE]
+            self.sources_collection.upsert(
+                ids=[r.source for r in batch],
+                embeddings=[[0.0]] * len(batch),
+                metadatas=[r.to_metadata() for r in batch],
+            )
 
     def delete_source_record(self, source: str) -> None:
         self.sources_collection.delete(ids=[source])
