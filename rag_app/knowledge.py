@@ -49,7 +49,7 @@ from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web
 from rag_app.index.bm25_index import BM25Index, FieldWeights
 from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
-from rag_app.index.store import EXACT_COPY_INLINE, KnowledgeStore, bm25_text
+from rag_app.index.store import EXACT_COPY_INLINE, KnowledgeStore, Neighbourhood, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
 from rag_app.index.vector_salvage import (
     is_damaged_vector_index,
@@ -72,7 +72,13 @@ from rag_app.local_files import scan_dir
 from rag_app.owner_lock import StoreOwnerLock, state_dirs
 from rag_app.parsing.metadata_modes import ApplyMetadataModes
 from rag_app.parsing.router import StructuredNodeParser
-from rag_app.passages import FIRST_REACH, Piece, expand_hits, page, reading_text
+from rag_app.passages import (
+    Piece,
+    PieceReader,
+    first_reaches,
+    page,
+    reading_text,
+)
 from rag_app.results import (
     CheckReport,
     CrawlSummary,
@@ -909,11 +915,18 @@ class KnowledgeBase:
         # with passages, extra candidates stand by for hits that fall inside another's passage
         fetch_n = min(3 * wanted, 100) if widen else wanted
         retriever = self.retriever(n_results=fetch_n, settings=search_settings)
-        outcome = await retriever.search(query.strip(), mode=mode, sources=scope)  # type: ignore[arg-type]
+        outcome = await retriever.search(
+            query.strip(),
+            mode=mode,  # type: ignore[arg-type]
+            sources=scope,
+            near=self._first_reaches(search_settings, wanted) if widen else (),
+        )
         hits = [Hit.from_node(n) for n in outcome.fused]
         if widen and hits and outcome.confident:  # a declined search shows pointers only
             with timer("passages", outcome.timings):
-                hits = await asyncio.to_thread(self._passages, hits, search_settings, wanted)
+                hits = await asyncio.to_thread(
+                    self._passages, hits, search_settings, wanted, outcome.neighbourhood
+                )
         else:
             hits = hits[:wanted]
         result = RetrievalResult(
@@ -929,43 +942,40 @@ class KnowledgeBase:
         self._log_retrieval(search_settings, result)
         return result
 
-    def _passages(self, hits: list[Hit], settings: RAGSettings, limit: int) -> list[Hit]:
+    @staticmethod
+    def _first_reaches(settings: RAGSettings, limit: int) -> list[int]:
+        return first_reaches(
+            limit,
+            per_hit=settings.rag_passage_chars,
+            total=settings.rag_answer_chars,
+            chunk_chars=settings.rag_chunk_size,
+            overlap=settings.rag_chunk_overlap,
+        )
+
+    def _passages(
+        self, hits: list[Hit], settings: RAGSettings, limit: int, near: Neighbourhood
+    ) -> list[Hit]:
         """Hits widened to their passages within the answer budgets (`rag_app.passages`).
 
-        The near neighbours of the first `limit` hits are fetched in one query; a passage
-        that grows past them, or a candidate further down (standing in for a merged hit),
-        costs one more, for the chunks not asked yet."""
-        asked: dict[str, set[int]] = {}
-        fetched: dict[str, dict[int, Piece]] = {}
-        orders: dict[str, list[str]] = {}
-
-        def load(wanted: list[tuple[str, int, int]]) -> None:
-            todo: list[tuple[str, list[int]]] = []
-            for source, first, last in wanted:
-                seen = asked.setdefault(source, set())
-                new = [i for i in range(max(first, 0), last + 1) if i not in seen]
-                if new:
-                    seen.update(new)
-                    todo.append((source, new))
-            for c in self.store.section_chunks(todo, orders) if todo else []:
-                fetched.setdefault(c.source, {})[c.chunk_index] = Piece(
-                    c.chunk_index, c.text, c.heading_path
-                )
-
-        near = FIRST_REACH
-        load([(h.source_url, h.chunk_index - near, h.chunk_index + near) for h in hits[:limit]])
-
-        def fetch(source: str, first: int, last: int) -> list[Piece]:
-            load([(source, first, last)])
-            pieces = fetched.get(source, {})
-            return [pieces[i] for i in range(max(first, 0), last + 1) if i in pieces]
-
-        return expand_hits(
+        The neighbours of the first `limit` hits came with the hits (`near`), as many as
+        their budgets would take of chunks of the nominal size; what else the passages
+        need is read in as few reads as `PieceReader` manages."""
+        reader = PieceReader(
+            lambda todo: [
+                (c.source, Piece(c.chunk_index, c.text, c.heading_path))
+                for c in self.store.section_chunks(todo)
+            ]
+        )
+        reader.add(
+            [(c.source, Piece(c.chunk_index, c.text, c.heading_path)) for c in near.chunks],
+            near.asked,
+        )
+        return reader.expand(
             hits,
-            fetch,
             per_hit=settings.rag_passage_chars,
             total=settings.rag_answer_chars,
             limit=limit,
+            first_reach=self._first_reaches(settings, limit),
             overhead=hit_overhead,
         )
 

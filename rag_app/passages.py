@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
+from typing import Any
 
 from rag_app.results import Hit
 
@@ -37,6 +38,9 @@ PASSAGE_REACH = 8
 FIRST_REACH = 5
 """Chunks asked first on each side of a hit; the rest of `PASSAGE_REACH` only when the
 passage grows to the edge of those (most stop earlier, at a section's end or the budget)."""
+DRY_RUNS = 3
+"""Passes over the chunks at hand, each followed by one read of what it found missing,
+before passages are built reading as they go (a read costs more than a pass)."""
 MIN_JOIN_OVERLAP = 4
 """Shorter matches between a chunk's end and the next one's start are coincidence."""
 MAX_JOIN_OVERLAP = 1000
@@ -138,15 +142,16 @@ def expand_hits(
     total: int,
     limit: int | None = None,
     reach: int = PASSAGE_REACH,
-    first_reach: int = FIRST_REACH,
+    first_reach: int | Sequence[int] = FIRST_REACH,
     overhead: Callable[[Hit], int] = lambda _hit: HEADER_CHARS,
 ) -> list[Hit]:
     """Up to `limit` hits with their passages (`Hit.passage`), ranked 1..n; see the module
     docstring. `hits` may hold more candidates than `limit`: those fill the places of hits
     that fell inside a better-ranked passage. `reach` bounds how many chunks on each side
     are fetched per hit, `first_reach` how many are asked first (the same passages, fewer
-    chunks read); `overhead` is what a hit costs in the answer besides its passage (its
-    heading lines).
+    chunks read; one number, or one per candidate in `hits` order, as `first_reaches`
+    gives, then `FIRST_REACH` for the rest); `overhead` is what a hit costs in the answer
+    besides its passage (its heading lines).
     """
     limit = len(hits) if limit is None else limit
     out: list[Hit] = []
@@ -166,25 +171,117 @@ def expand_hits(
                 continue  # no room left for this chunk: a shorter candidate may still fit
             budget = len(hit.text)  # the best hit is always shown
         shown = covered.get(hit.source_url, set())
-        text, indexes = _widened(hit, fetch, budget, min(first_reach, reach), reach, shown)
+        if isinstance(first_reach, int):
+            start = first_reach
+        else:
+            start = first_reach[position] if position < len(first_reach) else FIRST_REACH
+        start = min(start, reach)
+        nears = [start, *(r for r in sorted({FIRST_REACH, reach}) if start < r <= reach)]
+        text, indexes = _widened(hit, fetch, budget, nears, shown)
         covered.setdefault(hit.source_url, set()).update(indexes)
         used += len(text) + overhead(hit)
         out.append(replace(hit, rank=len(out) + 1, passage=text, passage_chunks=indexes))
     return out
 
 
+class PieceReader:
+    """Passages built with few reads of the store: `read` takes `(source, chunk indexes)`
+    windows and gives `(source, piece)` pairs (Chroma charges ~0.6 ms a read and ~40 µs
+    a chunk). A dry run of `expand_hits` over the pieces at hand says what else the
+    passages want; that is read at once and the dry run repeated (each pass reads only
+    what the last one met missing, at most `DRY_RUNS` times); the passages are then built
+    for real, reading anything still missing as it is met, so they are always those of a
+    reader that read every window."""
+
+    def __init__(
+        self, read: Callable[[list[tuple[str, list[int]]]], list[tuple[str, Piece]]]
+    ) -> None:
+        self._read = read
+        self.reads = 0
+        self._asked: dict[str, set[int]] = {}
+        self._pieces: dict[str, dict[int, Piece]] = {}
+
+    def add(self, pieces: Sequence[tuple[str, Piece]], asked: dict[str, set[int]]) -> None:
+        """Pieces read already, and every index asked for (found or not)."""
+        for source, indexes in asked.items():
+            self._asked.setdefault(source, set()).update(indexes)
+        for source, piece in pieces:
+            self._pieces.setdefault(source, {})[piece.chunk_index] = piece
+
+    def load(self, windows: Sequence[tuple[str, int, int]]) -> None:
+        """Read the indexes of these `(source, first, last)` windows not asked yet."""
+        todo: list[tuple[str, list[int]]] = []
+        for source, first, last in windows:
+            seen = self._asked.setdefault(source, set())
+            new = [i for i in range(max(first, 0), last + 1) if i not in seen]
+            if new:
+                seen.update(new)
+                todo.append((source, new))
+        if todo:
+            self.reads += 1
+            self.add(self._read(todo), {})
+
+    def at_hand(self, source: str, first: int, last: int) -> list[Piece]:
+        pieces = self._pieces.get(source, {})
+        return [pieces[i] for i in range(max(first, 0), last + 1) if i in pieces]
+
+    def expand(self, hits: Sequence[Hit], **options: Any) -> list[Hit]:
+        """`expand_hits(hits, **options)` with this reader as the fetcher."""
+        misses: list[tuple[str, int, int]] = []
+
+        def guess(source: str, first: int, last: int) -> list[Piece]:
+            seen = self._asked.get(source, set())
+            if any(i not in seen for i in range(max(first, 0), last + 1)):
+                misses.append((source, first, last))
+            return self.at_hand(source, first, last)
+
+        def fetch(source: str, first: int, last: int) -> list[Piece]:
+            self.load([(source, first, last)])
+            return self.at_hand(source, first, last)
+
+        for _ in range(DRY_RUNS):
+            dry = expand_hits(hits, guess, **options)
+            if not misses:
+                return dry
+            self.load(misses)
+            misses.clear()
+        return expand_hits(hits, fetch, **options)
+
+
+def first_reaches(
+    limit: int, *, per_hit: int, total: int, chunk_chars: int, overlap: int = 0
+) -> list[int]:
+    """How many chunks on each side of each of the first `limit` hits to read with the
+    search: as many as `expand_hits` would give that hit's passage if every chunk held
+    `chunk_chars` characters (the chunker's target), at most `PASSAGE_REACH`. The best hit
+    gets the per-hit budget, later ones what the total leaves, so most need one or two
+    neighbours, not eight (but at least one: whether the next chunk fits is only known by
+    reading it); a passage that needs more reads them as it grows."""
+    step = max(chunk_chars - overlap, 1)
+    reaches: list[int] = []
+    used = 0
+    for position in range(limit):
+        later = limit - position - 1
+        reserved = later * (chunk_chars + HEADER_CHARS) + HEADER_CHARS
+        budget = max(min(per_hit, total - used - reserved), chunk_chars)
+        wanted = -(-(budget - chunk_chars) // step)
+        reaches.append(min(PASSAGE_REACH, max(wanted, 1)))
+        used += budget + HEADER_CHARS
+    return reaches
+
+
 def _widened(
     hit: Hit,
     fetch: NeighbourFetcher,
     budget: int,
-    near: int,
-    reach: int,
+    nears: Sequence[int],
     shown: AbstractSet[int] = frozenset(),
 ) -> tuple[str, list[int]]:
-    """`widen` over the `near` neighbours on each side, or over all `reach` of them when
-    the passage grew to the edge of the near ones (there it stopped for want of a chunk,
-    not for a section's end or the budget), so the result is that of the full window.
-    Chunks `shown` in a better-ranked passage end it: an answer never repeats a text."""
+    """`widen` over the `nears[0]` neighbours on each side, then over each wider window of
+    `nears` while the passage grew to the edge of the last one (there it stopped for want
+    of a chunk, not for a section's end or the budget), so the result is that of the
+    widest window. Chunks `shown` in a better-ranked passage end it: an answer never
+    repeats a text."""
     if budget <= len(hit.text):
         return widen(hit, [], budget)
     at = hit.chunk_index
@@ -192,10 +289,13 @@ def _widened(
     def section(first: int, last: int) -> list[Piece]:
         return [p for p in fetch(hit.source_url, first, last) if p.chunk_index not in shown]
 
-    lo = max(0, at - near)
-    text, indexes = widen(hit, section(lo, at + near), budget)
-    if near < reach and ((indexes[0] == lo and lo > 0) or indexes[-1] == at + near):
-        text, indexes = widen(hit, section(max(0, at - reach), at + reach), budget)
+    text, indexes, previous = "", [at], -1
+    for near in nears:
+        lo = max(0, at - previous)
+        if previous >= 0 and not ((indexes[0] == lo and lo > 0) or indexes[-1] == at + previous):
+            break  # stopped inside the window: a wider one gives the same passage
+        text, indexes = widen(hit, section(max(0, at - near), at + near), budget)
+        previous = near
     return text, indexes
 
 

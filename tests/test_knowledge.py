@@ -83,6 +83,46 @@ async def test_a_hit_is_widened_to_its_section(kb: KnowledgeBase, tmp_path: Path
     assert narrow.hits[0].passage == "" and narrow.hits[0].text == hit.text
 
 
+async def test_passages_are_read_with_the_hits_and_follow_a_re_ingest(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "long"
+    folder.mkdir()
+    page = folder / "guide.md"
+
+    def write(first: int) -> None:
+        steps = "\n\n".join(
+            f"手順{i}: 設定ファイルの項目{i}を確認し、値が正しいことを確かめてから次へ進みます。"
+            for i in range(first, 13)
+        )
+        page.write_text(f"# 導入ガイド\n\n## 設定\n\n{steps}\n\n## 付録\n\n別の話題。")
+
+    write(1)
+    await kb.index_dir(folder)
+    await kb.retrieve("手順6 項目6", n_results=3)  # the page's chunk order is now known
+    reads: list[int] = []
+    collection = type(kb.store.chroma.collection)
+    real_get = collection.get
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        reads.append(len(kwargs.get("ids") or []))
+        return real_get(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection, "get", counted)
+    hit = (await kb.retrieve("手順6 項目6", n_results=3)).hits[0]
+    assert "手順5" in hit.passage and "手順7" in hit.passage
+    assert 1 <= len(reads) <= 2  # the hits with their neighbours, and at most one more
+    # the page changes: three steps fewer in front, so every chunk index moves
+    write(4)
+    page.touch()
+    await kb.index_dir(folder)
+    again = (await kb.retrieve("手順6 項目6", n_results=3)).hits
+    assert "手順3" not in again[0].passage and "手順7" in again[0].passage
+    kb.store.chroma.orders.clear()
+    cold = (await kb.retrieve("手順6 項目6", n_results=3)).hits
+    assert [h.passage for h in cold] == [h.passage for h in again]
+
+
 async def test_modes(kb: KnowledgeBase, docs: Path) -> None:
     await kb.index_dir(docs)
     sep = await kb.retrieve("スライム", n_results=3, mode="separate")

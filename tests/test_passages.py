@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import random
 
-from rag_app.passages import HEADER_CHARS, Piece, expand_hits, join_chunks, page, reading_text
+from rag_app.passages import (
+    DRY_RUNS,
+    HEADER_CHARS,
+    Piece,
+    PieceReader,
+    expand_hits,
+    first_reaches,
+    join_chunks,
+    page,
+    reading_text,
+)
 from rag_app.results import Hit
 
 
@@ -134,6 +144,69 @@ def test_asking_the_near_neighbours_first_gives_the_passages_of_the_full_window(
         staged = expand_hits(hits, fetch_from, per_hit=per_hit, total=total, limit=3, first_reach=2)
         assert staged == full
         assert all(last - first <= 16 for first, last in asked)
+
+
+def test_reading_ahead_in_batches_gives_the_passages_of_reading_every_window() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        _check_reader(rng)
+
+
+def _check_reader(rng: random.Random) -> None:
+    sources = {
+        src: [
+            Piece(i, f"{src}{i}。" * rng.randint(1, 40), rng.choice("AB"))
+            for i in range(rng.randint(1, 30))
+            if rng.random() > 0.05
+        ]
+        for src in ("s", "t")
+    }
+    hits = [
+        _hit(p.chunk_index, p.text, source=src, path=p.heading_path)
+        for src, pieces in sources.items()
+        for p in pieces
+    ]
+    hits = rng.sample(hits, min(len(hits), 8))
+    per_hit, total = rng.choice([(300, 3000), (1200, 3000), (5000, 6000)])
+
+    def window(source: str, first: int, last: int) -> list[Piece]:
+        return [p for p in sources[source] if first <= p.chunk_index <= last]
+
+    full = expand_hits(hits, window, per_hit=per_hit, total=total, limit=5)
+    reads: list[list[tuple[str, list[int]]]] = []
+
+    def read(todo: list[tuple[str, list[int]]]) -> list[tuple[str, Piece]]:
+        reads.append(todo)
+        return [(s, p) for s, idx in todo for p in sources[s] if p.chunk_index in idx]
+
+    reader = PieceReader(read)
+    # what a search read with the hits: a part of the first two hits' windows
+    ahead = {h.source_url: set(range(h.chunk_index - 1, h.chunk_index + 2)) for h in hits[:2]}
+    read_ahead = [(s, p) for s, idx in ahead.items() for p in sources[s] if p.chunk_index in idx]
+    reader.add(read_ahead, ahead)
+    reaches = first_reaches(5, per_hit=per_hit, total=total, chunk_chars=60, overlap=0)
+    got = reader.expand(hits, per_hit=per_hit, total=total, limit=5, first_reach=reaches)
+    assert got == full
+    assert reader.reads == len(reads)
+    asked = [(s, i) for todo in reads for s, idx in todo for i in idx]
+    assert len(asked) == len(set(asked))  # nothing is read twice
+
+
+def test_dry_runs_read_what_the_passages_need_in_a_few_reads() -> None:
+    pieces = [Piece(i, f"短い文{i}。", "A") for i in range(40)]  # much shorter than nominal
+    hits = [_hit(i, pieces[i].text) for i in (5, 20, 35)]
+    reads: list[int] = []
+
+    def read(todo: list[tuple[str, list[int]]]) -> list[tuple[str, Piece]]:
+        reads.append(sum(len(idx) for _, idx in todo))
+        return [(s, pieces[i]) for s, idx in todo for i in idx if i < len(pieces)]
+
+    reaches = first_reaches(3, per_hit=1200, total=3000, chunk_chars=200, overlap=30)
+    got = PieceReader(read).expand(hits, per_hit=1200, total=3000, limit=3, first_reach=reaches)
+    assert [h.passage_chunks[0] < h.chunk_index < h.passage_chunks[-1] for h in got] == [
+        True, True, True
+    ]  # fmt: skip
+    assert len(reads) <= DRY_RUNS  # one read per pass over every hit, not one per hit
 
 
 def test_a_section_heading_is_shown_once_in_a_passage_that_starts_at_a_table_row() -> None:

@@ -21,7 +21,7 @@ from rag_app.index.bm25_index import FieldWeights
 from rag_app.index.exact_vectors import VectorMatches
 from rag_app.index.fusion import fetch_count, fuse
 from rag_app.index.no_match import Evidence, bm25_lead, excess_of
-from rag_app.index.store import KnowledgeStore
+from rag_app.index.store import KnowledgeStore, Neighbourhood
 from rag_app.parsing.metadata_modes import hide_keys
 from rag_app.results import SCORE_KEYS, SEARCH_MODES
 from rag_app.timing import timer
@@ -44,6 +44,8 @@ class SearchOutcome:
     timings: dict[str, float] = field(default_factory=dict)
     evidence: Evidence = field(default_factory=Evidence)
     confident: bool = True
+    neighbourhood: Neighbourhood = field(default_factory=Neighbourhood)
+    """Chunks around the best hits, read with them when `search` was asked to (`near`)."""
 
 
 async def _done() -> int:
@@ -121,9 +123,11 @@ class HybridRetriever(BaseRetriever):
         n_results: int | None = None,
         mode: SearchMode | None = None,
         sources: Sequence[str] | None = None,
+        near: Sequence[int] = (),
     ) -> SearchOutcome:
         """Run one query; `mode` picks fused / vector / bm25 / separate; `sources`, when
-        given, are the only sources searched."""
+        given, are the only sources searched. `near[i]`: how many chunks on each side of
+        the i-th result to read with the results, for its passage."""
         n = n_results or self.similarity_top_k
         mode = mode or self.mode
         outcome = SearchOutcome(mode=mode)
@@ -166,8 +170,12 @@ class HybridRetriever(BaseRetriever):
                 needed = list(dict.fromkeys(i for rows in ranked.values() for i, *_ in rows))
             nodes: dict[str, TextNode] = {}
             if needed:
+                first = [i for i, *_ in next(iter(ranked.values()), [])]
+                order = list(dict.fromkeys([*first[: len(near)], *needed]))  # results first
                 with timer("fetch_nodes", t, logger):
-                    fetched = await asyncio.to_thread(self.store.get_nodes, needed)
+                    fetched, outcome.neighbourhood = await asyncio.to_thread(
+                        self.store.nodes_near, order, near[: len(first)]
+                    )
                 nodes = {node.node_id: node for node in fetched}
             with timer("fusion", t, logger):
                 for side, rows in ranked.items():

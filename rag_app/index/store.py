@@ -24,6 +24,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 from chromadb.api import ClientAPI
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
@@ -81,6 +82,15 @@ def bm25_doc(node: BaseNode) -> BM25Document:
         context_text(node),
         key,
     )
+
+
+@dataclass
+class Neighbourhood:
+    """Chunks read around a search's best hits (`KnowledgeStore.nodes_near`): the pieces,
+    and which chunk indexes of each source were asked (found or not)."""
+
+    chunks: list[SectionChunk] = field(default_factory=list)
+    asked: dict[str, set[int]] = field(default_factory=dict)
 
 
 EXACT_COPY_INLINE = 5_000  # up to here the exact-search copy is read in line (~0.4 s)
@@ -216,33 +226,43 @@ class KnowledgeStore:
         """Every chunk of one source, for reading it whole."""
         return self.chroma.source_nodes(source)
 
-    def section_chunks(
-        self,
-        windows: Sequence[tuple[str, Sequence[int]]],
-        orders: dict[str, list[str]] | None = None,
-    ) -> list[SectionChunk]:
+    def section_chunks(self, windows: Sequence[tuple[str, Sequence[int]]]) -> list[SectionChunk]:
         """Chunks of each `(source, chunk indexes)` window, for passages.
 
-        By id where the source's record lists its chunks in order (one lookup of the
-        records, one of the chunks), else by a metadata query (15–50 ms). `orders` keeps
-        the records' chunk orders between calls (one passage lookup makes several)."""
-        orders = {} if orders is None else orders
-        unknown = [s for s in dict.fromkeys(s for s, _ in windows) if s not in orders]
-        if unknown:
-            records = self.chroma.get_sources(unknown)
-            for source in unknown:
-                record = records.get(source)
-                orders[source] = record.ordered_chunk_ids() if record is not None else []
+        By id where the source's record lists its chunks in order (the orders are cached:
+        `ChromaStore.chunk_orders`), else by a metadata query (15–50 ms)."""
+        orders = self.chroma.chunk_orders([s for s, _ in windows])
         by_id: list[str] = []
         by_query: list[tuple[str, Sequence[int]]] = []
         for source, indexes in windows:
-            order = orders[source]
+            order = orders[source].ids
             if order:
                 by_id.extend(order[i] for i in indexes if 0 <= i < len(order))
             else:
                 by_query.append((source, indexes))
         found = self.chroma.get_section_chunks(list(dict.fromkeys(by_id))) if by_id else []
         return found + (self.chroma.section_chunks(by_query) if by_query else [])
+
+    def nodes_near(
+        self, ids: Sequence[str], reaches: Sequence[int] = ()
+    ) -> tuple[list[TextNode], Neighbourhood]:
+        """The nodes of `ids` and, in the same Chroma read, the chunks within `reaches[i]`
+        of `ids[i]` on each side (the hits a search widens to passages). Hits whose source
+        has no recorded order are left to `section_chunks`."""
+        centres = list(ids[: len(reaches)])
+        sources = self.bm25.source_of(centres) if centres else []
+        orders = self.chroma.chunk_orders([s for s in sources if s]) if centres else {}
+        near = Neighbourhood()
+        section_ids: list[str] = []
+        for chunk_id, source, reach in zip(centres, sources, reaches, strict=True):
+            window = orders[source].window(chunk_id, reach) if source else None
+            if window is None or source is None:
+                continue
+            indexes, ids_near = window
+            section_ids.extend(ids_near)
+            near.asked.setdefault(source, set()).update(indexes)
+        nodes, near.chunks = self.chroma.nodes_and_sections(ids, section_ids)
+        return nodes, near
 
     def existing_embeddings(self, ids: Sequence[str]) -> dict[str, list[float]]:
         return self.chroma.existing_embeddings(ids)
@@ -381,6 +401,7 @@ class KnowledgeStore:
             docs += [BM25Document(i, "", source) for i in ids & have]  # kept, not re-read
             self.bm25.replace_source(source, docs)
             self.chroma.mirror_source(source, ids)
+            self.chroma.orders.forget([source])  # another writer may have re-ordered it
             if not ids and self.chroma.get_source(source) is not None:
                 self.chroma.delete_source_record(source)
 
