@@ -211,6 +211,19 @@ def load_settings(**overrides: object) -> RAGSettings:
         raise SettingsError(_one_line(err)) from None
 
 
+def with_options(settings: RAGSettings, options: dict[str, object]) -> RAGSettings:
+    """`settings` with a client's retrieval settings (`RETRIEVAL_SETTINGS`) on top,
+    validated like the settings themselves (`SettingsError` with one sentence): a search
+    option is as untrusted as any other input."""
+    update = {k: v for k, v in options.items() if k in RETRIEVAL_SETTINGS}
+    if not update:
+        return settings
+    try:
+        return RAGSettings.model_validate({**settings.model_dump(), **update})
+    except ValidationError as err:
+        raise SettingsError(_one_line(err)) from None
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> RAGSettings:
     """Process-wide settings (cached)."""

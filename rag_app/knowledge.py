@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cachetools import LRUCache
 from llama_index.core import Document
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.ingestion import IngestionPipeline
@@ -28,7 +29,7 @@ from llama_index.core.schema import BaseNode
 
 from rag_app import source_scope
 from rag_app.background import in_ingest_lane
-from rag_app.config import RETRIEVAL_SETTINGS, RAGSettings, get_settings
+from rag_app.config import RAGSettings, SettingsError, get_settings, with_options
 from rag_app.crawl.crawler import WebCrawler, no_text_error
 from rag_app.crawl.pages import CrawledPage, utc_now_iso
 from rag_app.crawl.scope import CrawlScope
@@ -189,6 +190,7 @@ class KnowledgeBase:
         self._client = client
         self._crawler_factory = crawler_factory
         self._crawler: WebCrawler | None = None
+        self._option_settings: LRUCache[str, RAGSettings] = LRUCache(maxsize=16)
         self._store: KnowledgeStore | None = None
         self._owner_lock: StoreOwnerLock | None = None
         self._take_ownership = take_ownership
@@ -384,11 +386,19 @@ class KnowledgeBase:
         )
 
     def _search_settings(self, options: dict[str, Any] | None) -> RAGSettings:
-        """This knowledge base's settings with a client's retrieval settings on top."""
+        """This knowledge base's settings with a client's retrieval settings on top
+        (validated; the last few option sets are kept, as a sweep repeats one per query)."""
         if not options:
             return self.settings
-        update = {k: v for k, v in options.items() if k in RETRIEVAL_SETTINGS}
-        return self.settings.model_copy(update=update)
+        key = repr(sorted(options.items()))
+        found = self._option_settings.get(key)
+        if found is None:
+            try:
+                found = with_options(self.settings, options)
+            except SettingsError as err:
+                raise RAGError(f"Search options: {err}") from None
+            self._option_settings[key] = found
+        return found
 
     def crawler(self) -> WebCrawler:
         """The knowledge base's one crawler (robots.txt cache, delays, Safe Browsing cache)."""

@@ -53,12 +53,17 @@ def test_a_load_that_raced_a_write_is_used_once_and_not_kept() -> None:
     assert again["a"].ids == ("new-0",)
 
 
-def test_memory_is_bounded() -> None:
-    orders = ChunkOrders(maxsize=10)
+def test_memory_is_bounded_by_the_ids_held() -> None:
+    orders = ChunkOrders(maxsize=20)
     orders.get([f"s{i}" for i in range(50)], lambda m: {s: [s] for s in m})
     asked: list[str] = []
     orders.get(["s0", "s49"], lambda m: asked.extend(m) or {s: [s] for s in m})
     assert asked == ["s0"]  # the oldest went, the newest stayed
+    huge = {"big": [f"b{i}" for i in range(100)]}
+    assert len(orders.get(["big"], lambda m: huge)["big"].ids) == 100  # used, not kept
+    asked.clear()
+    orders.get(["big", "s49"], lambda m: asked.extend(m) or huge)
+    assert asked == ["big"]
 
 
 def test_window_clips_at_the_start_and_knows_unknown_ids() -> None:

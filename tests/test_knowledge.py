@@ -123,6 +123,16 @@ async def test_passages_are_read_with_the_hits_and_follow_a_re_ingest(
     assert [h.passage for h in cold] == [h.passage for h in again]
 
 
+async def test_search_options_are_validated_like_settings(kb: KnowledgeBase, docs: Path) -> None:
+    await kb.index_dir(docs)
+    with pytest.raises(RAGError, match="RAG_RETRIEVAL_COUNT=10000000"):
+        await kb.retrieve("スライム", options={"rag_retrieval_count": 10**7})
+    with pytest.raises(RAGError, match="RAG_VECTOR_WEIGHT"):
+        await kb.retrieve("スライム", options={"rag_vector_weight": "lots"})
+    two = await kb.retrieve("スライム", options={"rag_retrieval_count": 2, "not_a_setting": 1})
+    assert len(two.hits) == 2
+
+
 async def test_modes(kb: KnowledgeBase, docs: Path) -> None:
     await kb.index_dir(docs)
     sep = await kb.retrieve("スライム", n_results=3, mode="separate")

@@ -5,7 +5,9 @@ record first.
 The order comes from the source record (`SourceRecord.chunk_ids`). A cached order is
 forgotten whenever this process writes or deletes that record or re-syncs the source
 from another writer's change (`KnowledgeStore`): a later search reads the record again.
-Bounded (LRU) so memory does not grow with the corpus.
+Bounded by the chunk ids it holds (LRU, ~150 bytes an id), so memory stays the same
+however large the corpus or its sources grow; a source longer than the whole bound is
+read each time.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from dataclasses import dataclass, field
 
 from cachetools import LRUCache
 
-ORDER_CACHE_SOURCES = 2048
-"""Sources whose order is kept (a 20-chunk page costs ~2 kB)."""
+ORDER_CACHE_IDS = 100_000
+"""Chunk ids kept over all cached orders (~15 MB)."""
 
 
 @dataclass(frozen=True)
@@ -32,8 +34,9 @@ class ChunkOrder:
         return cls(tuple(ids), {chunk_id: i for i, chunk_id in enumerate(ids)})
 
     def window(self, chunk_id: str, reach: int) -> tuple[range, list[str]] | None:
-        """The chunk indexes within `reach` of `chunk_id` (from 0, past the last chunk
-        if it is that near) and the ids of those that exist; None for an unknown id."""
+        """The positions within `reach` of `chunk_id` (from 0, past the last chunk if it
+        is that near; a position is the chunk's `chunk_index`, as ingest numbers chunks
+        0..n-1) and the ids of those that exist; None for an unknown id."""
         at = self.index.get(chunk_id)
         if at is None:
             return None
@@ -44,8 +47,10 @@ class ChunkOrder:
 class ChunkOrders:
     """Thread-safe LRU of `ChunkOrder` per source (searches run in worker threads)."""
 
-    def __init__(self, maxsize: int = ORDER_CACHE_SOURCES) -> None:
-        self._cache: LRUCache[str, ChunkOrder] = LRUCache(maxsize=maxsize)
+    def __init__(self, maxsize: int = ORDER_CACHE_IDS) -> None:
+        self._cache: LRUCache[str, ChunkOrder] = LRUCache(
+            maxsize=maxsize, getsizeof=lambda order: len(order.ids) + 1
+        )
         self._lock = threading.Lock()
         self._forgotten = 0  # bumped by every `forget`: a load that raced one is not kept
 
@@ -71,7 +76,7 @@ class ChunkOrders:
                 keep = generation == self._forgotten  # no write since the load began
                 for source in missing:
                     out[source] = order = ChunkOrder.of(loaded.get(source, []))
-                    if keep:
+                    if keep and len(order.ids) < self._cache.maxsize:
                         self._cache[source] = order
         return out
 

@@ -250,6 +250,7 @@ class KnowledgeStore:
         of `ids[i]` on each side (the hits a search widens to passages). Hits whose source
         has no recorded order are left to `section_chunks`."""
         centres = list(ids[: len(reaches)])
+        reaches = reaches[: len(centres)]
         sources = self.bm25.source_of(centres) if centres else []
         orders = self.chroma.chunk_orders([s for s in sources if s]) if centres else {}
         near = Neighbourhood()
