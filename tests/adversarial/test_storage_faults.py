@@ -168,5 +168,11 @@ def test_a_damaged_vector_index_is_set_aside_and_embedded_again(tmp_path: Path) 
     again = rag_json(env, "check")
     assert again["unfindable_by_vector"] == 0 and again["chunks"] == before["total_chunks"]
     assert not (aside_root / "reembed-pending.json").exists()
-    log = (tmp_path / "chroma_db" / ".rag-service.log").read_text()
+    # `check` returns once the re-embedding lets go of the write lock; its closing log
+    # line follows the model's warm-up, a moment later
+    log_file = tmp_path / "chroma_db" / ".rag-service.log"
+    deadline = time.monotonic() + 30
+    while log_file.read_text().count("Re-embedded") < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    log = log_file.read_text()
     assert "set aside" in log and log.count("Re-embedded") == 2, log[-2000:]
