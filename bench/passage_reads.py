@@ -37,7 +37,7 @@ from rag_app import passages  # noqa: E402
 from rag_app.index.chroma_store import ChromaStore  # noqa: E402
 from rag_app.knowledge import KnowledgeBase  # noqa: E402
 
-COUNTED = ("get_nodes", "nodes_and_sections", "get_section_chunks", "section_chunks", "get_sources")
+COUNTED = ("get_nodes", "nodes_and_sections", "section_chunks", "get_sources")
 
 
 @contextmanager
@@ -67,14 +67,19 @@ def counting(reads: Counter[str]) -> Iterator[None]:
 
 @contextmanager
 def read_as_met(kb: KnowledgeBase) -> Iterator[None]:
-    """The baseline: nothing read with the hits, no dry runs."""
+    """The baseline: nothing read with the hits, no dry runs, each hit's window asked
+    `FIRST_REACH` wide first."""
     dry_runs = passages.DRY_RUNS
     passages.DRY_RUNS = 0
-    kb._first_reaches = lambda settings, limit: []  # type: ignore[method-assign]
+    kb._first_reaches = lambda settings, limit: [passages.FIRST_REACH] * limit  # type: ignore[method-assign]
+    store = type(kb.store)
+    nodes_near = store.nodes_near
+    store.nodes_near = lambda self, ids, reaches=(): nodes_near(self, ids, ())  # type: ignore[method-assign]
     try:
         yield
     finally:
         passages.DRY_RUNS = dry_runs
+        store.nodes_near = nodes_near  # type: ignore[method-assign]
         del kb._first_reaches
 
 

@@ -48,7 +48,7 @@ from rag_app.errors import (
 )
 from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web
 from rag_app.index.bm25_index import BM25Index, FieldWeights
-from rag_app.index.chroma_store import ChromaStore, SourceRecord, make_client
+from rag_app.index.chroma_store import ChromaStore, SectionChunk, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
 from rag_app.index.store import EXACT_COPY_INLINE, KnowledgeStore, Neighbourhood, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
@@ -138,6 +138,11 @@ def _report(
             on_commit(result)
 
     return call
+
+
+def _pieces(chunks: list[SectionChunk]) -> list[tuple[str, Piece]]:
+    """Stored chunks as `(source, piece)` pairs for `PieceReader`."""
+    return [(c.source, Piece(c.chunk_index, c.text, c.heading_path)) for c in chunks]
 
 
 def _consume_outcome(task: asyncio.Future[Any]) -> None:
@@ -925,17 +930,18 @@ class KnowledgeBase:
         # with passages, extra candidates stand by for hits that fall inside another's passage
         fetch_n = min(3 * wanted, 100) if widen else wanted
         retriever = self.retriever(n_results=fetch_n, settings=search_settings)
+        reaches = self._first_reaches(search_settings, wanted) if widen else []
         outcome = await retriever.search(
             query.strip(),
             mode=mode,  # type: ignore[arg-type]
             sources=scope,
-            near=self._first_reaches(search_settings, wanted) if widen else (),
+            near=reaches,
         )
         hits = [Hit.from_node(n) for n in outcome.fused]
         if widen and hits and outcome.confident:  # a declined search shows pointers only
             with timer("passages", outcome.timings):
                 hits = await asyncio.to_thread(
-                    self._passages, hits, search_settings, wanted, outcome.neighbourhood
+                    self._passages, hits, search_settings, reaches, outcome.neighbourhood
                 )
         else:
             hits = hits[:wanted]
@@ -963,29 +969,20 @@ class KnowledgeBase:
         )
 
     def _passages(
-        self, hits: list[Hit], settings: RAGSettings, limit: int, near: Neighbourhood
+        self, hits: list[Hit], settings: RAGSettings, reaches: list[int], near: Neighbourhood
     ) -> list[Hit]:
-        """Hits widened to their passages within the answer budgets (`rag_app.passages`).
-
-        The neighbours of the first `limit` hits came with the hits (`near`), as many as
-        their budgets would take of chunks of the nominal size; what else the passages
-        need is read in as few reads as `PieceReader` manages."""
-        reader = PieceReader(
-            lambda todo: [
-                (c.source, Piece(c.chunk_index, c.text, c.heading_path))
-                for c in self.store.section_chunks(todo)
-            ]
-        )
-        reader.add(
-            [(c.source, Piece(c.chunk_index, c.text, c.heading_path)) for c in near.chunks],
-            near.asked,
-        )
+        """Up to `len(reaches)` hits widened to their passages within the answer budgets
+        (`rag_app.passages`). The neighbours of those hits came with them (`near`), as many
+        as `reaches` says; what else the passages need is read in as few reads as
+        `PieceReader` manages."""
+        reader = PieceReader(lambda todo: _pieces(self.store.section_chunks(todo)))
+        reader.add(_pieces(near.chunks), near.asked)
         return reader.expand(
             hits,
             per_hit=settings.rag_passage_chars,
             total=settings.rag_answer_chars,
-            limit=limit,
-            first_reach=self._first_reaches(settings, limit),
+            limit=len(reaches),
+            first_reach=reaches,
             overhead=hit_overhead,
         )
 

@@ -12,21 +12,34 @@ from llama_index.core.schema import TextNode
 import rag_app.index.chroma_store as chroma_store
 
 
-def test_a_big_write_is_split_into_slices_and_all_of_it_lands(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _sliced_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> chroma_store.ChromaStore:
+    """A store writing in slices of 4."""
     monkeypatch.setattr(chroma_store, "WRITE_SLICE", 4)
-    store = chroma_store.ChromaStore(
-        chromadb.PersistentClient(path=str(tmp_path)), "kb_slices", model_name="m", dimension=3
+    return chroma_store.ChromaStore(
+        chromadb.PersistentClient(path=str(tmp_path)), name, model_name="m", dimension=3
     )
+
+
+def _upsert_sizes(collection: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of every upsert into `collection` from now on."""
     sizes: list[int] = []
-    upsert = store.collection.upsert
+    upsert = collection.upsert
 
     def counting(**kwargs: Any) -> None:
         sizes.append(len(kwargs["ids"]))
         upsert(**kwargs)
 
-    monkeypatch.setattr(store.collection, "upsert", counting)
+    monkeypatch.setattr(collection, "upsert", counting)
+    return sizes
+
+
+def test_a_big_write_is_split_into_slices_and_all_of_it_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _sliced_store(tmp_path, monkeypatch, "kb_slices")
+    sizes = _upsert_sizes(store.collection, monkeypatch)
     nodes = [
         TextNode(
             id_=f"c{i}", text=f"t{i}", embedding=[1.0, float(i), 0.0], metadata={"source_url": "s"}
@@ -63,15 +76,14 @@ def test_unfindable_looks_wider_before_calling_a_crowded_chunk_lost(tmp_path: Pa
 def test_source_records_are_written_in_slices_and_all_land(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(chroma_store, "WRITE_SLICE", 4)
-    store = chroma_store.ChromaStore(
-        chromadb.PersistentClient(path=str(tmp_path)), "kb_records", model_name="m", dimension=3
-    )
+    store = _sliced_store(tmp_path, monkeypatch, "kb_records")
+    sizes = _upsert_sizes(store.sources_collection, monkeypatch)
     records = [
         chroma_store.SourceRecord(source=f"s{i}", title=f"表題{i}", chunk_ids=f"a{i} b{i}")
         for i in range(10)
     ]
     store.put_sources(records)
+    assert sizes == [4, 4, 2]
     store.put_source(chroma_store.SourceRecord(source="s3", title="new"))
     got = store.get_sources([r.source for r in records])
     assert sorted(got) == sorted(r.source for r in records)

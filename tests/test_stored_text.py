@@ -64,7 +64,7 @@ def test_a_chunk_written_before_the_encoding_reads_as_it_was(tmp_path: Path) -> 
     ids = [*olds, *(n.node_id for n in nodes)]
     got = {n.node_id: n.get_content() for n in store.get_nodes(ids)}
     assert got == {**olds, **{n.node_id: n.get_content() for n in nodes}}
-    pieces = store.get_section_chunks(["old", "old2", "n1"])
+    pieces = store.nodes_and_sections([], ["old", "old2", "n1"])[1]
     assert sorted(p.text for p in pieces) == sorted([*olds.values(), SAMPLES[2]])
     assert {p.heading_path for p in pieces} >= set(olds.values())
 
@@ -84,7 +84,7 @@ def test_a_heading_that_looks_encoded_comes_back_as_written(tmp_path: Path) -> N
         for i, p in enumerate(paths)
     ]
     store.upsert_nodes(nodes)
-    pieces = store.get_section_chunks([n.node_id for n in nodes])
+    pieces = store.nodes_and_sections([], [n.node_id for n in nodes])[1]
     assert sorted(p.heading_path for p in pieces) == sorted(paths)
     assert {n.node_id: n.metadata["heading_path"] for n in store.get_nodes(["h0", "h1"])} == {
         "h0": paths[0],

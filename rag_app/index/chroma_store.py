@@ -452,7 +452,9 @@ class ChromaStore:
     ) -> tuple[list[TextNode], list[SectionChunk]]:
         """Nodes for `node_ids` and passage pieces for `section_ids`, in one read: each
         Chroma read costs ~0.6 ms before its first row, so a search that fetched its hits,
-        then their neighbours, paid it several times."""
+        then their neighbours, paid it several times. Pieces are read straight from
+        Chroma's answer: building a node per neighbour cost a third of a passage lookup
+        (2.4 of 7 ms for ~60 neighbours at 10k chunks)."""
         wanted = list(dict.fromkeys([*node_ids, *section_ids]))
         if not wanted:
             return [], []
@@ -467,15 +469,6 @@ class ChromaStore:
                 rows["documents"].append(d)
                 rows["metadatas"].append(m)
         return nodes, _section_chunks(rows)
-
-    def get_section_chunks(self, ids: Sequence[str]) -> list[SectionChunk]:
-        """What a passage needs of these chunks, read straight from Chroma's answer:
-        building a node per chunk cost a third of a passage lookup (2.4 of 7 ms for ~60
-        neighbours at 10k chunks)."""
-        if not ids:
-            return []
-        got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
-        return _section_chunks(got)
 
     def source_nodes(self, source: str) -> list[TextNode]:
         """Every stored chunk of `source` (any order)."""

@@ -240,7 +240,7 @@ class KnowledgeStore:
                 by_id.extend(order[i] for i in indexes if 0 <= i < len(order))
             else:
                 by_query.append((source, indexes))
-        found = self.chroma.get_section_chunks(list(dict.fromkeys(by_id))) if by_id else []
+        found = self.chroma.nodes_and_sections([], list(dict.fromkeys(by_id)))[1]
         return found + (self.chroma.section_chunks(by_query) if by_query else [])
 
     def nodes_near(
