@@ -395,6 +395,8 @@ class KnowledgeBase:
         (validated; the last few option sets are kept, as a sweep repeats one per query)."""
         if not options:
             return self.settings
+        if not isinstance(options, dict):
+            raise RAGError("Search options must map setting names to values.")
         key = repr(sorted(options.items()))
         found = self._option_settings.get(key)
         if found is None:
@@ -920,7 +922,7 @@ class KnowledgeBase:
             )
         if mode is not None and mode not in SEARCH_MODES:
             raise RAGError(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
-        if n_results is not None and not 1 <= n_results <= 100:
+        if n_results is not None and not (isinstance(n_results, int) and 1 <= n_results <= 100):
             raise RAGError(f"n_results must be between 1 and 100, got {n_results}.")
         await self.open()
         scope = source_scope.resolve(source, self.bm25.sources()) if source is not None else None

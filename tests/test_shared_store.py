@@ -381,3 +381,81 @@ def test_read_and_scoped_search_through_the_service_from_another_directory(
     assert "rs1tok0" in page.stdout and "--offset" in page.stderr
     missing = rag(inside, "read", "nope.md")
     assert missing.returncode == 1 and "rag stats" in missing.stderr
+
+
+def _post(info: dict[str, Any], name: str, body: object) -> list[dict[str, Any]]:
+    """One raw request to the store service, as any local process could send it."""
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{info['port']}/v1/{name}",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {info['token']}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        lines = [json.loads(raw) for raw in answer.read().splitlines() if raw.strip()]
+    return [m for m in lines if "heartbeat" not in m]
+
+
+def test_hostile_search_options_get_one_line_and_the_service_keeps_answering(
+    tmp_path: Path,
+) -> None:
+    env = store_env(tmp_path)
+    notes = write_notes(tmp_path / "notes", "opt", 2)
+    assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+    info = json.loads((tmp_path / "chroma_db" / ".rag-owner.json").read_text())
+    hostile = [
+        {"rag_retrieval_count": 10**7},
+        {"rag_vector_weight": "lots"},
+        {"rag_bm25_k1": -5},
+        "not options",
+        ["rag_retrieval_count", 3],
+    ]
+    for options in hostile:
+        (answer,) = _post(info, "search", {"query": "opt1tok1", "options": options})
+        assert "error" in answer and "result" not in answer, (options, answer)
+        message = answer["error"]["message"]
+        assert message.startswith("Search options"), message
+        assert "\n" not in message and len(message) < 300, message
+    (answer,) = _post(info, "search", {"query": "opt1tok1", "n_results": "many"})
+    assert answer["error"]["message"].startswith("n_results must be between 1 and 100")
+    (ok,) = _post(info, "search", {"query": "opt1tok1", "options": {"rag_retrieval_count": 1}})
+    assert [h["source_url"] for h in ok["result"]["hits"]] == [notes[1].as_uri()]
+    assert owner_pid(env) == info["pid"]  # the same owner answered throughout
+
+
+def test_a_passage_follows_a_page_another_machine_rewrote(
+    tmp_path: Path, chroma_server: int
+) -> None:
+    """The owner keeps recently searched pages' chunk orders; another machine's rewrite of
+    a page reaches it through the change log, and its next passage is read in the new
+    order (the same passage the writer itself shows)."""
+    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server)}
+    collection = f"p{time.time_ns()}"
+    a = store_env(tmp_path / "a", RAG_COLLECTION_NAME=collection, **common)
+    b = store_env(tmp_path / "b", RAG_COLLECTION_NAME=collection, **common)
+    folder = tmp_path / "guide"
+    folder.mkdir()
+    page_file = folder / "guide.md"
+
+    def write(first: int) -> None:
+        steps = "\n\n".join(
+            f"手順{i}: 設定ファイルの項目{i}を確認し、値が正しいことを確かめてから次へ進みます。"
+            for i in range(first, 13)
+        )
+        page_file.write_text(f"# 導入ガイド\n\n## 設定\n\n{steps}\n", encoding="utf-8")
+
+    def passage(env: dict[str, str]) -> str:
+        found = rag_json(env, "search", "手順6 項目6", "-n", "1")
+        return str(found["hits"][0]["passage"])
+
+    write(1)
+    assert rag(b, "stats").returncode == 0
+    assert rag(a, "index", str(folder)).returncode == 0
+    before = passage(b)  # b now keeps the page's chunk order
+    assert "手順5" in before and "手順7" in before
+    write(4)  # three steps fewer in front: every chunk of the page moves
+    assert rag(a, "index", str(folder)).returncode == 0
+    after = passage(b)
+    assert "手順3" not in after and "手順7" in after
+    assert after == passage(a)
