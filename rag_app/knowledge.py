@@ -1122,17 +1122,17 @@ class KnowledgeBase:
         s = self.settings
         if self.store.poll_changes:
             await asyncio.to_thread(self.store.catch_up)
-        counts = self.store.source_chunk_counts()
+        total, bm25_documents, counts = await asyncio.to_thread(self.store.counts)
         records = await asyncio.to_thread(self.store.chroma.list_sources)
         dated = {r.source: r.indexed_at for r in records}
         return KBStats(
-            total_chunks=await asyncio.to_thread(self.store.count),
+            total_chunks=total,
             sources=sorted(counts),
             source_chunks={src: counts[src] for src in sorted(counts)},
             source_dates={src: dated.get(src, "") for src in sorted(counts)},
             embedding_model=self.store.model_name,
             embedding_dimension=self.store.dimension,
-            bm25_documents=len(self.bm25),
+            bm25_documents=bm25_documents,
             vector_store=(
                 f"chroma://{s.chroma_host}:{s.chroma_port}"
                 if s.chroma_host

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +134,32 @@ async def test_search_options_are_validated_like_settings(kb: KnowledgeBase, doc
         await kb.retrieve("スライム", options={"rag_vector_weight": "lots"})
     two = await kb.retrieve("スライム", options={"rag_retrieval_count": 2, "not_a_setting": 1})
     assert len(two.hits) == 2
+
+
+async def test_stats_counts_are_taken_between_writes(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await kb.ingest_text("file:///n/a.md", "# A\n\n最初のメモ。", kind="file")
+    bm25 = kb.store.bm25
+    real = bm25.replace_source
+    in_chroma = threading.Event()
+
+    def slow(*args: Any, **kwargs: Any) -> Any:  # Chroma holds the chunks, BM25 not yet
+        in_chroma.set()
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bm25, "replace_source", slow)
+    writing = asyncio.ensure_future(
+        kb.ingest_text("file:///n/b.md", "# B\n\n二つ目のメモ。", kind="file")
+    )
+    assert await asyncio.to_thread(in_chroma.wait, 10)
+    stats = await kb.stats()
+    assert stats.total_chunks == stats.bm25_documents
+    await writing
+    after = await kb.stats()
+    assert after.total_chunks == after.bm25_documents
+    assert after.sources == ["file:///n/a.md", "file:///n/b.md"]
 
 
 async def test_modes(kb: KnowledgeBase, docs: Path) -> None:

@@ -281,6 +281,12 @@ class KnowledgeStore:
     def source_chunk_counts(self) -> dict[str, int]:
         return self.bm25.sources()
 
+    def counts(self) -> tuple[int, int, dict[str, int]]:
+        """Chroma's chunk count, BM25's, and BM25's per source, taken between two writes:
+        read one by one, a write landing in between showed them differ."""
+        with self._write_lock:
+            return self.chroma.count(), len(self.bm25), self.bm25.sources()
+
     # ------------------------------------------------------------------ writes
     def put_source(self, record: SourceRecord) -> None:
         """Update a record whose chunks are unchanged (ETag, mtime)."""
