@@ -483,3 +483,54 @@ def test_bound_terms_pick_the_row_with_that_number() -> None:
     idx.add(rows)
     assert idx.search("No.57 のモンスターは？")[0][0] == "r57"
     assert idx.search("HPが 399 のモンスター")[0][0] == "r57"
+
+
+def test_code_name_finds_its_own_entry() -> None:
+    """`bisect.bisect_left` asks for the entry that defines it, not the next one, which
+    only mentions it but holds `bisect` and `left` more often (MeCab's cut)."""
+    idx = BM25Index(None)
+    idx.add(
+        [
+            BM25Document("left", "bisect.bisect_left(a, x, lo=0): Locate the insertion point."),
+            BM25Document(
+                "right",
+                "bisect.bisect_right(a, x): Similar to bisect_left(), but returns an insertion "
+                "point to the right of (not the left of) entries; bisect.bisect is an alias.",
+            ),
+            BM25Document("other", "The heapq module keeps a list in heap order."),
+        ]
+    )
+    assert idx.search("What is the signature of bisect.bisect_left?", 3)[0][0] == "left"
+    assert idx.search("bisect_right", 3)[0][0] == "right"
+
+
+def test_quoted_one_character_key_finds_its_row() -> None:
+    """Format codes are rows keyed by one character; case tells `n` from `N`, and the
+    code's letter in prose elsewhere does not compete with a quoted key."""
+    idx = BM25Index(None)
+    idx.add(
+        [
+            BM25Document("n", "Format: n\nC Type: ssize_t, Python type: integer", key="n"),
+            BM25Document("N", "Format: N\nC Type: size_t, Python type: integer", key="N"),
+            BM25Document("bang", "Character: !\nByte order: network (= big-endian)", key="!"),
+            BM25Document("at", "Character: @\nByte order: native", key="@"),
+            BM25Document(
+                "notes",
+                "The 'n' and 'N' conversion codes are only available for the native size "
+                "(n bytes for n items): a format character and its C type.",
+            ),
+        ]
+        + [
+            BM25Document(c, f"Format: {c}\nC Type: {t}, Python type: integer", key=c)
+            for c, t in zip(
+                "bBhHiIlLqQ", ["char", "uchar", "short", "ushort", "int"] * 2, strict=True
+            )
+        ]
+        + [
+            BM25Document(f"prose{k}", f"Each format character {k} selects a C type; see n.")
+            for k in range(10)
+        ]
+    )
+    assert idx.search("Which C type does the format character 'n' correspond to?", 3)[0][0] == "n"
+    assert idx.search("Which C type does the format character 'N' correspond to?", 3)[0][0] == "N"
+    assert idx.search("Which byte order does the '!' character select?", 3)[0][0] == "bang"

@@ -91,6 +91,24 @@ def test_the_rule_declines_only_a_weak_best_hit_the_lexical_evidence_does_not_vo
     assert no_match.excess_of(1 - 0.86, Spread(float("nan"), float("nan"), 500)) is None
 
 
+def test_code_the_store_never_mentions_declines_whatever_the_vector_side_says() -> None:
+    assert no_match.named_code("How do I patch with unittest.mock.patch or settimeout()?") == [
+        "unittest.mock.patch",
+        "settimeout",
+    ]
+    assert no_match.named_code("What is the shared_memory of os.path.join()?") == [
+        "shared_memory",
+        "os.path.join",
+    ]
+    assert no_match.named_code("e.g. version 3.11.2, plain words (and brackets) ()") == []
+    evidence = no_match.Evidence
+    strong = 4.5  # the vector side is sure
+    assert evidence(strong, ["settimeout"], 1, 99.0, ["settimeout"]).declines(-0.7)
+    assert not evidence(strong, ["settimeout"], 1, 99.0, []).declines(-0.7)  # named, known
+    assert not evidence(strong, None, None, None, ["settimeout"]).declines(None)  # rule off
+    assert not evidence(None, None, None, None, ["settimeout"]).declines(-0.7)  # no copy
+
+
 def test_bm25_lead_is_the_best_score_over_the_second() -> None:
     assert no_match.bm25_lead([2.0, 8.0, 4.0]) == 2.0
     assert no_match.bm25_lead([3.0]) == 99.0
@@ -146,6 +164,14 @@ async def test_a_declined_search_says_so_and_points_without_passages(
         )
         assert lenient.confident and lenient.evidence["unseen"] is None  # nothing looked up
         assert lenient.hits[0].passage  # a confident hit is widened to its passage
+        lenient_cutoff = {"rag_no_match_cutoff": -9.0}
+        unknown_code = await kb.retrieve("りゅうおうを tkinter.Button() で", options=lenient_cutoff)
+        assert not unknown_code.confident  # names code no chunk holds, however lenient
+        assert unknown_code.evidence["unseen_code"] == ["tkinter.button"]
+        known_code = await kb.retrieve(
+            "How does asyncio.gather() collect results?", options=lenient_cutoff
+        )
+        assert known_code.confident and known_code.evidence["unseen_code"] == []
     finally:
         await kb.aclose()
 

@@ -11,11 +11,13 @@ from rag_app.index.tokenizer import (
     GRAM,
     JapaneseTokenizer,
     bound_terms,
+    code_names,
     fold_kana,
     get_tokenizer,
     hiragana_bigrams,
     key_spans,
     key_term,
+    quoted_keys,
     tokenize_japanese,
 )
 
@@ -165,7 +167,7 @@ def test_concurrent_use_gives_same_tokens(tok: JapaneseTokenizer) -> None:
 
 def test_key_spans_take_the_longest_whole_key() -> None:
     keys = {key_term(k) for k in ["スライム", "メタルスライム", "Kelford", "Kelford Heights", "57"]}
-    assert key_term("x") is None and key_term("ｽﾗｲﾑ") == key_term("すらいむ")
+    assert key_term(" ") is None and key_term("ｽﾗｲﾑ") == key_term("すらいむ")
     known = keys.__contains__
     assert key_spans("メタルスライムのHPは？", known) == [key_term("メタルスライム")]
     assert key_spans("すらいむのHPは？", known) == [key_term("スライム")]
@@ -173,3 +175,25 @@ def test_key_spans_take_the_longest_whole_key() -> None:
     assert key_spans("Kelford Heights area", known) == [key_term("Kelford Heights")]
     assert key_spans("Kelfordshire", known) == []  # a Latin key must end at a word edge
     assert key_spans("No.157", known) == []
+
+
+def test_code_names_are_whole_terms(tok: JapaneseTokenizer) -> None:
+    tokens = tok("What is the signature of bisect.bisect_left?")
+    assert "bisect.bisect_left" in tokens and "bisect_left" in tokens
+    assert code_names("os.path.join(a) and _private") == ["os.path.join", "_private"]
+    assert code_names("obj.__init__") == ["obj.__init__", "__init__"]
+    assert code_names("www.example.com") == ["www.example.com"]
+    # not names: abbreviations, versions, plain words, hostile runs
+    assert code_names("e.g. i.e. 3.11.2 v1.2 plain words x_ _a") == []
+    assert code_names("a_" + "b" * 200) == []
+
+
+def test_one_character_keys_keep_case_and_match_only_quoted() -> None:
+    assert key_term("n") != key_term("N")
+    assert key_term("ｎ") == key_term("n") and key_term("!") == "@!"
+    known = {key_term(k) for k in ["n", "N", "!", "@"]}.__contains__
+    assert quoted_keys("Which C type does format character 'n' give?", known) == [key_term("n")]
+    assert quoted_keys('the "N" code and 「@」', known) == [key_term("N"), key_term("@")]
+    assert quoted_keys("Which byte order does the '!' character select?", known) == ["@!"]
+    assert quoted_keys("n and N unquoted, isn't x'n'y", known) == []
+    assert quoted_keys("'q' is not stored", known) == []

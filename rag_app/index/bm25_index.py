@@ -38,6 +38,7 @@ from rag_app.index.tokenizer import (
     get_tokenizer,
     key_spans,
     key_term,
+    quoted_keys,
 )
 
 logger = logging.getLogger(__name__)
@@ -215,6 +216,7 @@ class BM25Index:
             keys = self._keys.matches(
                 query, self._p.terms, exact, lambda word: word in vocab or word in STOP_WORDS
             )
+            keys += [k for k in quoted_keys(query, vocab.__contains__) if k not in keys]
             out += [(fields.key, [(vocab[t], 1.0)]) for t in keys]
         return out
 

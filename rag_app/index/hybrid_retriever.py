@@ -20,7 +20,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from rag_app.index.bm25_index import FieldWeights
 from rag_app.index.exact_vectors import VectorMatches
 from rag_app.index.fusion import fetch_count, fuse
-from rag_app.index.no_match import Evidence, bm25_lead, excess_of
+from rag_app.index.no_match import Evidence, bm25_lead, excess_of, named_code
 from rag_app.index.store import KnowledgeStore, Neighbourhood
 from rag_app.parsing.metadata_modes import hide_keys
 from rag_app.results import SCORE_KEYS, SEARCH_MODES
@@ -215,13 +215,14 @@ class HybridRetriever(BaseRetriever):
         sources: Sequence[str] | None,
     ) -> None:
         """The no-match rule's evidence and verdict. The lexical evidence is looked up only
-        when the vector side alone would decline, in a worker thread (BM25's lock and the
-        tokenizer may be busy with an ingest), and the same way in every mode: a vector-only
-        search asks BM25 for its two best scores too."""
+        when the vector side alone would decline or the query names code, in a worker
+        thread (BM25's lock and the tokenizer may be busy with an ingest), and the same way
+        in every mode: a vector-only search asks BM25 for its two best scores too."""
         best = min((d for _, d in vec.hits), default=None)
         evidence = Evidence(excess=excess_of(best, vec.spread))
         cutoff = self.no_match_cutoff
-        if evidence.declines(cutoff):
+        code = named_code(query) if cutoff is not None and evidence.excess is not None else []
+        if code or evidence.declines(cutoff):
             top = outcome.fused or outcome.vector or outcome.bm25
             ids = [n.node.node_id for n in top[:1]]
             if not bm_raw:
@@ -230,6 +231,7 @@ class HybridRetriever(BaseRetriever):
                 self.store.lexical_evidence, query, ids
             )
             evidence.bm25_lead = bm25_lead([score for _, score in bm_raw])
+            evidence.unseen_code = [name for name in code if name in evidence.unseen]
         outcome.evidence = evidence
         outcome.confident = not evidence.declines(cutoff)
 

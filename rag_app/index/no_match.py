@@ -15,6 +15,11 @@ search is declined only when the vector side is weak and nothing lexical vouches
   `BM25_LEAD`: an exact lookup that BM25 answers is kept even when the words around the
   name are new to the store.
 
+A query that names code no stored chunk holds (a dotted path such as
+`unittest.mock.patch`, a snake_case name, a call `settimeout()`: `named_code`) is
+declined whatever the vector side says: documentation that never writes the name does
+not document it, however close its neighbours about similar code are.
+
 It needs the similarity of every chunk, which the exact-search copy computes anyway
 (`rag_app.index.exact_vectors.Spread`); a store above `RAG_EXACT_SEARCH_MAX_CHUNKS`, or
 searched by BM25 alone, is never declined.
@@ -22,10 +27,12 @@ searched by BM25 alone, is never declined.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from rag_app.index.exact_vectors import Spread
+from rag_app.index.tokenizer import code_names, normalize
 
 MIN_CHUNKS = 200
 """Below this many chunks searched the spread says too little to decline anything."""
@@ -35,6 +42,16 @@ RARE_DF = 3
 no-answer questions)."""
 BM25_LEAD = 1.2
 """A best BM25 hit scoring this many times the second one is a lookup BM25 answered."""
+_CALL = re.compile(r"(?<![a-z0-9_.])([a-z_][a-z0-9_]*)\(\)")
+QUERY_SCAN_CHARS = 1000
+"""Code names are looked for in the first this many characters of a query."""
+
+
+def named_code(query: str) -> list[str]:
+    """The code a query names, as BM25 terms: dotted paths and snake_case names
+    (`tokenizer.code_names`) and names written as calls (`settimeout()`)."""
+    norm = normalize(query[:QUERY_SCAN_CHARS])
+    return list(dict.fromkeys([*code_names(norm), *_CALL.findall(norm)]))
 
 
 @dataclass
@@ -48,11 +65,17 @@ class Evidence:
     unseen: list[str] | None = None
     rarest_match: int | None = None
     bm25_lead: float | None = None
+    unseen_code: list[str] | None = None
+    """The code the query names that no chunk holds (looked up whenever it names code)."""
 
     def declines(self, cutoff: float | None) -> bool:
         """Whether the rule at `cutoff` says nothing answers the query (`cutoff` None:
         the rule is off). Evidence not looked up yet counts against the hits."""
-        if cutoff is None or self.excess is None or self.excess >= cutoff:
+        if cutoff is None or self.excess is None:
+            return False
+        if self.unseen_code:
+            return True  # it names code the store never mentions
+        if self.excess >= cutoff:
             return False
         if self.unseen is not None and not self.unseen:
             return False  # the store knows every word of the query

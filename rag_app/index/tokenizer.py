@@ -15,7 +15,10 @@ hiragana, small kana → full size, no long-vowel mark), so スライム, すら
 - every katakana run that MeCab split adds the whole run (メタルスライム), so the
   compound outranks documents holding only one part;
 - a number right after a label (`HP: 90`, `No.57`, `HPが412`) adds a bound term
-  (prefix `BOUND`, `hp#90`): a table row's numbers travel with their column names.
+  (prefix `BOUND`, `hp#90`): a table row's numbers travel with their column names;
+- a code name adds itself whole (`code_names`): a dotted path (`bisect.bisect_left`)
+  and each snake_case part of it (`bisect_left`), which MeCab cuts into plain words
+  (`bisect`, `left`) that every page about the module holds.
 
 Field weights for the prefixed terms are applied at query time by the BM25 index.
 """
@@ -32,7 +35,7 @@ import fugashi
 from rag_app.limits import TOKENIZER_PIECE_CHARS
 
 # Bump when the rules change: stored token ids are then re-derived from text.
-TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v2-kana-fold-grams-bound"
+TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v3-kana-fold-grams-bound-code-names"
 
 GRAM = "~"
 """Prefix of kana character-bigram terms (typo- and script-tolerant field)."""
@@ -58,6 +61,11 @@ _BOUND_PAIR = re.compile(
     r"[ \t]*(?:[.:=][ \t]*|[がはの][ \t]*)?(\d[\d,]*(?:\.\d+)?)(?![\d.])"
 )
 _LATIN_WORD = re.compile(r"(?<![a-z])[a-z]{4,}(?![a-z])")
+_NAME_RUN = re.compile(r"[a-z0-9_.]+")
+_NAME_PART = re.compile(r"_*[a-z][a-z0-9_]*")
+MAX_NAME_CHARS = 80
+"""Longer runs of name characters are not names (hashes, hostile input): no term."""
+_QUOTED_CHAR = re.compile(r"(?:^|(?<=[\s(（]))['\"‘’“”`「『](\S)['\"‘’“”`」』]")
 _SMALL_KANA = str.maketrans("ぁぃぅぇぉっゃゅょゎゕゖ", "あいうえおつやゆよわかけ")
 _HAS_WORD_CHAR = re.compile(r"\w")
 _ALL_HIRAGANA = re.compile(r"[ぁ-ゖー]+")
@@ -113,17 +121,46 @@ def latin_trigrams(text: str) -> list[str]:
     return grams
 
 
+def code_names(text: str) -> list[str]:
+    """Code names of normalised `text` as whole terms: each dotted path of identifiers
+    (`os.path.join`, one part of 2+ characters at least, so `e.g` is none) and each part
+    holding an underscore (`bisect_left`, `__init__`). Plain words add nothing here."""
+    out: list[str] = []
+    for run in _NAME_RUN.findall(text):
+        if len(run) > MAX_NAME_CHARS or ("_" not in run and "." not in run):
+            continue
+        parts = [p for p in run.split(".") if p]
+        if not parts or not all(_NAME_PART.fullmatch(p) for p in parts):
+            continue
+        if len(parts) > 1 and any(len(p) > 1 for p in parts):
+            out.append(".".join(parts))
+        out.extend(p for p in parts if "_" in p.strip("_") or (p.startswith("_") and len(p) > 2))
+    return out
+
+
 def fold_key(text: str) -> str:
     """A key as matched: NFKC, lower case, kana-folded, spaces collapsed."""
     return " ".join(fold_kana(normalize(text)).split())
 
 
 def key_term(name: str) -> str | None:
-    """The KEY term of a row whose first column is `name` (None when unusable)."""
+    """The KEY term of a row whose first column is `name` (None when unusable). A
+    one-character key (a format code, a flag, an operator) keeps its case: `n` and `N`
+    name different rows; a query matches it only quoted (`quoted_keys`)."""
     folded = fold_key(name)
+    if len(folded) == 1:
+        return KEY + fold_kana(unicodedata.normalize("NFKC", name).strip())
     if not 2 <= len(folded) <= MAX_KEY_CHARS:
         return None
     return KEY + folded
+
+
+def quoted_keys(query: str, known: Callable[[str], bool]) -> list[str]:
+    """KEY terms of one-character row keys the query quotes (`'n'`, `"!"`, 「@」):
+    unquoted, a single character is too common to name a row."""
+    text = unicodedata.normalize("NFKC", query[:KEY_SCAN_CHARS])
+    terms = (KEY + fold_kana(c) for c in _QUOTED_CHAR.findall(text))
+    return list(dict.fromkeys(t for t in terms if known(t)))
 
 
 _ALNUM = re.compile(r"[a-z0-9]")
@@ -241,6 +278,7 @@ class JapaneseTokenizer:
         tokens.extend(GRAM + gram for gram in hiragana_bigrams(norm) if gram not in stop)
         tokens.extend(GRAM + gram for gram in latin_trigrams(norm))
         tokens.extend(bound_terms(norm))
+        tokens.extend(t for t in code_names(norm) if t not in stop)
         return tokens
 
     def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
