@@ -79,7 +79,7 @@ class RAGSettings(BaseSettings):
     rag_bm25_gram_weight: float = Field(0.5, ge=0.0, le=10.0)
     rag_bm25_bound_weight: float = Field(1.0, ge=0.0, le=10.0)
     rag_bm25_context_weight: float = Field(1.0, ge=0.0, le=10.0)
-    rag_bm25_key_weight: float = Field(1.0, ge=0.0, le=10.0)
+    rag_bm25_key_weight: float = Field(2.0, ge=0.0, le=10.0)
     rag_hnsw_ef_search: int = Field(400, ge=10, le=10000)
     rag_exact_search_max_chunks: int = Field(20_000, ge=0, le=1_000_000)
     rag_fusion_normalization: Literal["min-max", "z-score", "dbsf"] = "min-max"

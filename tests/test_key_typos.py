@@ -126,7 +126,7 @@ def test_a_word_the_store_knows_is_not_corrected_and_short_words_are_left_alone(
         ]
     )
     idx.search("warm", top_k=1)
-    known = idx._p.vocab.__contains__
+    known = idx.knows_word
     assert idx._keys.matches("How do I make the interpreter exits?", idx._p.terms, [], known) == []
     idx.add([BM25Document("row2", "Command: the exit", key="the exit")])
     vocab_terms = {t for _, fields in idx._query_terms("the exits", None) for t, _ in fields}

@@ -125,7 +125,8 @@ async def test_rag_crawl_job_over_stdio_is_seen_and_cancelled_by_other_clients(
 def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
     tmp_path: Path, site: StaticSite
 ) -> None:
-    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.5")
+    # 1 s between pages: each `rag jobs` below is a process start, slow on a busy machine
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="1.0")
     try:
         crawl = rag_async(env, "crawl", site.url("/docs/"), "--max-depth", "10", "-x", "_static")
         deadline = time.monotonic() + 60

@@ -18,6 +18,7 @@ from rag_app.index.tokenizer import (
     key_spans,
     key_term,
     quoted_keys,
+    stem,
     tokenize_japanese,
 )
 
@@ -197,3 +198,10 @@ def test_one_character_keys_keep_case_and_match_only_quoted() -> None:
     assert quoted_keys("Which byte order does the '!' character select?", known) == ["@!"]
     assert quoted_keys("n and N unquoted, isn't x'n'y", known) == []
     assert quoted_keys("'q' is not stored", known) == []
+
+
+def test_english_words_meet_their_other_forms(tok: JapaneseTokenizer) -> None:
+    assert set(tok("the timeout expires")) & set(tok("it expired")) >= {stem("expires")}
+    assert stem("freezing") == stem("freeze") != "freezing"
+    assert stem("bisect_left") == "bisect_left" and stem("すらいむ") == "すらいむ"
+    assert "bisect_left" in tok("bisect_left") and "listed" not in tok("listed")

@@ -39,6 +39,7 @@ from rag_app.index.tokenizer import (
     key_spans,
     key_term,
     quoted_keys,
+    stem,
 )
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class FieldWeights:
     gram: float = 0.5
     bound: float = 1.0
     context: float = 1.0
-    key: float = 1.0
+    key: float = 2.0
 
     def expand(self, tokens: list[str]) -> list[tuple[float, list[tuple[str, float]]]]:
         """Query tokens → (term weight, [(indexed term, field weight)]), one entry per
@@ -213,12 +214,15 @@ class BM25Index:
                 self._keys, self._keys_of = KeyVariants(), self._p
             self._keys.update(self._p.terms)
             exact = key_spans(query, vocab.__contains__)
-            keys = self._keys.matches(
-                query, self._p.terms, exact, lambda word: word in vocab or word in STOP_WORDS
-            )
+            keys = self._keys.matches(query, self._p.terms, exact, self.knows_word)
             keys += [k for k in quoted_keys(query, vocab.__contains__) if k not in keys]
             out += [(fields.key, [(vocab[t], 1.0)]) for t in keys]
         return out
+
+    def knows_word(self, word: str) -> bool:
+        """Whether `word` (folded, as a query span holds it) is a stop word or a body
+        term of the index, as the tokenizer would index it (stemmed)."""
+        return word in STOP_WORDS or stem(word) in self._p.vocab
 
     def search(
         self,

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rag_app.index.exact_vectors import Spread
-from rag_app.index.tokenizer import code_names, normalize
+from rag_app.index.tokenizer import code_names, normalize, stem
 
 MIN_CHUNKS = 200
 """Below this many chunks searched the spread says too little to decline anything."""
@@ -51,7 +51,7 @@ def named_code(query: str) -> list[str]:
     """The code a query names, as BM25 terms: dotted paths and snake_case names
     (`tokenizer.code_names`) and names written as calls (`settimeout()`)."""
     norm = normalize(query[:QUERY_SCAN_CHARS])
-    return list(dict.fromkeys([*code_names(norm), *_CALL.findall(norm)]))
+    return list(dict.fromkeys([*code_names(norm), *map(stem, _CALL.findall(norm))]))
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Text is NFKC-normalised and lower-cased (width). Content words come from MeCab:
 nouns (surface), verbs and adjectives (dictionary form, so 倒した matches 倒す),
-numerals and unknown words (English, codes); every term is kana-folded (katakana →
+numerals and unknown words (English, codes; an English word as its Snowball stem, so
+`expires` matches `expired`); every term is kana-folded (katakana →
 hiragana, small kana → full size, no long-vowel mark), so スライム, すらいむ and
 ｽﾗｲﾑ are one term. Context-free extras make names recallable whatever MeCab does:
 
@@ -31,11 +32,12 @@ import unicodedata
 from collections.abc import Callable, Iterable
 
 import fugashi
+import Stemmer
 
 from rag_app.limits import TOKENIZER_PIECE_CHARS
 
 # Bump when the rules change: stored token ids are then re-derived from text.
-TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v3-kana-fold-grams-bound-code-names"
+TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v4-kana-fold-grams-bound-code-names-en-stem"
 
 GRAM = "~"
 """Prefix of kana character-bigram terms (typo- and script-tolerant field)."""
@@ -47,6 +49,22 @@ MAX_KEY_CHARS = 40
 KEY_SCAN_CHARS = 200
 """Row keys are looked for in the first this many characters of a query (bounded cost:
 ~8k set lookups for the longest query, 0.15 ms for a typical one)."""
+
+_LATIN_TERM = re.compile(r"[a-z]+")
+_stemmers = threading.local()
+
+
+def stem(word: str) -> str:
+    """An English word's Snowball stem (`freezing` → `freez`, `expires` → `expir`), as
+    every Latin word of a text or query is indexed; other terms unchanged. One stemmer per
+    thread: a PyStemmer object must not be shared between threads."""
+    if not _LATIN_TERM.fullmatch(word):
+        return word
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = Stemmer.Stemmer("english")
+    return str(stemmer.stemWord(word))
+
 
 _CONTENT_POS = frozenset({"名詞", "動詞", "形容詞", "接尾辞"})
 _BASE_FORM_POS = frozenset({"動詞", "形容詞"})
@@ -270,7 +288,7 @@ class JapaneseTokenizer:
             term = _content_term(surface, feature_raw)
             if term is None or term in stop:
                 continue
-            tokens.append(fold_kana(term))
+            tokens.append(stem(fold_kana(term)))
             whole.add(surface)
         for run in _KATAKANA_RUN.findall(norm):
             if run not in whole and run not in stop:
