@@ -104,10 +104,38 @@ def test_code_the_store_never_mentions_declines_whatever_the_vector_side_says() 
     assert no_match.named_code("e.g. version 3.11.2, plain words (and brackets) ()") == []
     evidence = no_match.Evidence
     strong = 4.5  # the vector side is sure
-    assert evidence(strong, ["settimeout"], 1, 99.0, ["settimeout"]).declines(-0.7)
-    assert not evidence(strong, ["settimeout"], 1, 99.0, []).declines(-0.7)  # named, known
-    assert not evidence(strong, None, None, None, ["settimeout"]).declines(None)  # rule off
-    assert not evidence(None, None, None, None, ["settimeout"]).declines(-0.7)  # no copy
+    unknown = evidence(strong, ["settimeout"], 1, 99.0, ["settimeout"], ["settimeout"])
+    assert unknown.declines(-0.7)
+    assert not evidence(strong, [], 1, 99.0, ["settimeout"], []).declines(-0.7)  # known
+    mixed = ["asyncio.gather", "my_tasks"]  # one held name: the other is the user's own
+    assert not evidence(strong, ["my_tasks"], 1, 99.0, mixed, ["my_tasks"]).declines(-0.7)
+    assert not evidence(strong, None, None, None, ["settimeout"], ["settimeout"]).declines(None)
+    assert not evidence(None, None, None, None, ["settimeout"], ["settimeout"]).declines(-0.7)
+
+
+def test_code_is_known_by_its_leaf_however_qualified() -> None:
+    index = BM25Index(None)
+    index.add(
+        [
+            BM25Document("a", "Path.read_text(encoding=None): return the file's text", "s"),
+            BM25Document("b", "os.path.join(a, *p) joins; json.load(fp) reads data", "s"),
+            BM25Document("c", "socket timeouts", "s", context="Socket Objects"),
+            BM25Document("d", "A patch is applied; patched functions", "s"),
+        ]
+    )
+    names = [
+        "pathlib.path.read_text",  # more qualified than the docs
+        "os.path",  # less qualified: its leaf is a word of the docs
+        "data.json",
+        "thanks.how",  # a missing space: a stop word is known
+        "unittest.mock.patch",  # `patch` is a word of the docs, `mock` is not
+        "shared_memory",
+        "settimeout",
+        "socket.timeout",  # both parts held, one in a heading
+    ]
+    assert index.unknown_code(names) == ["unittest.mock.patch", "shared_memory", "settimeout"]
+    index.delete_ids(["a"])
+    assert "pathlib.path.read_text" in index.unknown_code(["pathlib.path.read_text"])
 
 
 def test_bm25_lead_is_the_best_score_over_the_second() -> None:
@@ -169,6 +197,8 @@ async def test_a_declined_search_says_so_and_points_without_passages(
         unknown_code = await kb.retrieve("りゅうおうを tkinter.Button() で", options=lenient_cutoff)
         assert not unknown_code.confident  # names code no chunk holds, however lenient
         assert unknown_code.evidence["unseen_code"] == ["tkinter.button"]
+        mixed = await kb.retrieve("asyncio.gather() で my_tasks を集める", options=lenient_cutoff)
+        assert mixed.confident and mixed.evidence["unseen_code"] == ["my_tasks"]
         known_code = await kb.retrieve(
             "How does asyncio.gather() collect results?", options=lenient_cutoff
         )

@@ -187,6 +187,10 @@ def test_code_names_are_whole_terms(tok: JapaneseTokenizer) -> None:
     # not names: abbreviations, versions, plain words, hostile runs
     assert code_names("e.g. i.e. 3.11.2 v1.2 plain words x_ _a") == []
     assert code_names("a_" + "b" * 200) == []
+    # a path ends at `..`; a bad part keeps the other names; Markdown escapes
+    assert code_names("json.load...nothing") == ["json.load"]
+    assert code_names("3.bisect_left") == ["bisect_left"]
+    assert code_names("bisect\\_left") == ["bisect_left"]
 
 
 def test_one_character_keys_keep_case_and_match_only_quoted() -> None:
@@ -197,6 +201,13 @@ def test_one_character_keys_keep_case_and_match_only_quoted() -> None:
     assert quoted_keys('the "N" code and 「@」', known) == [key_term("N"), key_term("@")]
     assert quoted_keys("Which byte order does the '!' character select?", known) == ["@!"]
     assert quoted_keys("n and N unquoted, isn't x'n'y", known) == []
+    assert quoted_keys("書式文字「n」は？ structの'N'は", known) == [key_term("n"), key_term("N")]
+    assert quoted_keys("format codes 'n','N' and '!'/'@'", known) == [
+        key_term("n"),
+        key_term("N"),
+        "@!",
+        "@@",
+    ]
     assert quoted_keys("'q' is not stored", known) == []
 
 

@@ -257,6 +257,34 @@ class BM25Index:
         no other chunk has. None when the hits share no term with the query."""
         return self.lexical_evidence(query, ids)[1]
 
+    def unknown_code(self, names: Sequence[str]) -> list[str]:
+        """Those of `names` (`no_match.named_code`) the store does not hold, judged by
+        their last parts, since a query may qualify a name more or less than the docs do:
+        `pathlib.Path.read_text` is held wherever `read_text` is (a snake_case name is
+        specific on its own), `unittest.mock.patch` only where `mock` and `patch` both are
+        (a plain word is not). Parts are looked up as the tokenizer indexes them (whole,
+        or stemmed when plain; a stop word is always held, and a path ending in one is
+        prose with a missing space: `Thanks.How`); body or context, live chunks."""
+        with self._lock:
+            p, vocab = self._p, self._p.vocab
+
+            def held(part: str) -> bool:
+                if part in STOP_WORDS:
+                    return True
+                term = part if "_" in part else stem(part)
+                found = [p.postings(vocab[t])[0] for t in (term, CONTEXT + term) if t in vocab]
+                return any(len(p.live(f, f)[0]) for f in found)
+
+            out = []
+            for name in names:
+                parts = name.split(".")
+                last = parts[-1]
+                specific = "_" in last or len(parts) == 1 or last in STOP_WORDS
+                if held(last) and (specific or held(parts[-2])):
+                    continue
+                out.append(name)
+            return out
+
     def lexical_evidence(self, query: str, ids: Sequence[str]) -> tuple[list[str], int | None]:
         """`unseen_words` and `rarest_match` of one query, tokenized once."""
         terms = list(dict.fromkeys(self._tokenizer(query)))

@@ -231,7 +231,9 @@ class HybridRetriever(BaseRetriever):
                 self.store.lexical_evidence, query, ids
             )
             evidence.bm25_lead = bm25_lead([score for _, score in bm_raw])
-            evidence.unseen_code = [name for name in code if name in evidence.unseen]
+            if code:
+                evidence.code = code
+                evidence.unseen_code = await asyncio.to_thread(self.store.unknown_code, code)
         outcome.evidence = evidence
         outcome.confident = not evidence.declines(cutoff)
 

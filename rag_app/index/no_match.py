@@ -2,7 +2,7 @@
 
 A question about something the store never mentions still gets nearest neighbours, and
 their absolute distances overlap those of answerable questions (docs/evaluation.md). A
-search is declined only when the vector side is weak and nothing lexical vouches for it:
+search is declined when the vector side is weak and nothing lexical vouches for it:
 
 - the best vector hit barely stands out from the store as a whole: the standard score of
   its cosine similarity against every chunk searched, minus sqrt(2 ln n), where the best
@@ -15,10 +15,13 @@ search is declined only when the vector side is weak and nothing lexical vouches
   `BM25_LEAD`: an exact lookup that BM25 answers is kept even when the words around the
   name are new to the store.
 
-A query that names code no stored chunk holds (a dotted path such as
-`unittest.mock.patch`, a snake_case name, a call `settimeout()`: `named_code`) is
-declined whatever the vector side says: documentation that never writes the name does
-not document it, however close its neighbours about similar code are.
+A query that names code (a dotted path such as `unittest.mock.patch`, a snake_case name,
+a call `settimeout()`: `named_code`) none of which the store holds is declined whatever
+the vector side says: documentation that never writes `patch` does not document
+`unittest.mock.patch`, however close its neighbours about similar code are. A name counts
+as held by its last parts (`BM25Index.unknown_code`: a query may qualify a name more or
+less than the docs do), and one held name keeps the search (`my_tasks` beside
+`asyncio.gather()` is the user's own).
 
 It needs the similarity of every chunk, which the exact-search copy computes anyway
 (`rag_app.index.exact_vectors.Spread`); a store above `RAG_EXACT_SEARCH_MAX_CHUNKS`, or
@@ -59,22 +62,25 @@ class Evidence:
     """What the rule looks at: `excess` of the best vector hit (None when not measured);
     the query's words no chunk holds, the rarest term the best hit shares with the query
     and how far the best BM25 hit leads the second (these three are looked up only when
-    the excess alone would decline; None: not looked up)."""
+    the excess alone would decline or the query names code; None: not looked up)."""
 
     excess: float | None = None
     unseen: list[str] | None = None
     rarest_match: int | None = None
     bm25_lead: float | None = None
+    code: list[str] | None = None
+    """The code the query names (`named_code`; None when it names none or the vector
+    side was not measured)."""
     unseen_code: list[str] | None = None
-    """The code the query names that no chunk holds (looked up whenever it names code)."""
+    """Those of `code` whose leaf no chunk holds (`BM25Index.unknown_code`)."""
 
     def declines(self, cutoff: float | None) -> bool:
         """Whether the rule at `cutoff` says nothing answers the query (`cutoff` None:
         the rule is off). Evidence not looked up yet counts against the hits."""
         if cutoff is None or self.excess is None:
             return False
-        if self.unseen_code:
-            return True  # it names code the store never mentions
+        if self.code and self.unseen_code is not None and len(self.unseen_code) == len(self.code):
+            return True  # all the code it names is code the store never mentions
         if self.excess >= cutoff:
             return False
         if self.unseen is not None and not self.unseen:

@@ -207,6 +207,9 @@ class KnowledgeStore:
     def lexical_evidence(self, query: str, ids: Sequence[str]) -> tuple[list[str], int | None]:
         return self.bm25.lexical_evidence(query, ids)
 
+    def unknown_code(self, names: Sequence[str]) -> list[str]:
+        return self.bm25.unknown_code(names)
+
     def bm25_search(
         self,
         query: str,

@@ -37,7 +37,7 @@ import Stemmer
 from rag_app.limits import TOKENIZER_PIECE_CHARS
 
 # Bump when the rules change: stored token ids are then re-derived from text.
-TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v4-kana-fold-grams-bound-code-names-en-stem"
+TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v5-kana-fold-grams-bound-code-names-en-stem"
 
 GRAM = "~"
 """Prefix of kana character-bigram terms (typo- and script-tolerant field)."""
@@ -81,9 +81,10 @@ _BOUND_PAIR = re.compile(
 _LATIN_WORD = re.compile(r"(?<![a-z])[a-z]{4,}(?![a-z])")
 _NAME_RUN = re.compile(r"[a-z0-9_.]+")
 _NAME_PART = re.compile(r"_*[a-z][a-z0-9_]*")
-MAX_NAME_CHARS = 80
+_DOTS = re.compile(r"\.{2,}")
+MAX_NAME_CHARS = 160
 """Longer runs of name characters are not names (hashes, hostile input): no term."""
-_QUOTED_CHAR = re.compile(r"(?:^|(?<=[\s(（]))['\"‘’“”`「『](\S)['\"‘’“”`」』]")
+_QUOTED_CHAR = re.compile(r"(?<![A-Za-z0-9])['\"‘’“”`「『](\S)['\"‘’“”`」』](?![A-Za-z0-9])")
 _SMALL_KANA = str.maketrans("ぁぃぅぇぉっゃゅょゎゕゖ", "あいうえおつやゆよわかけ")
 _HAS_WORD_CHAR = re.compile(r"\w")
 _ALL_HIRAGANA = re.compile(r"[ぁ-ゖー]+")
@@ -141,18 +142,19 @@ def latin_trigrams(text: str) -> list[str]:
 
 def code_names(text: str) -> list[str]:
     """Code names of normalised `text` as whole terms: each dotted path of identifiers
-    (`os.path.join`, one part of 2+ characters at least, so `e.g` is none) and each part
-    holding an underscore (`bisect_left`, `__init__`). Plain words add nothing here."""
+    (`os.path.join`, one part of 2+ characters at least, so `e.g` is none; `..` ends a
+    path) and each identifier holding an underscore (`bisect_left`, `__init__`, also in
+    `3.bisect_left` or Markdown's `bisect\\_left`). Plain words add nothing here."""
     out: list[str] = []
-    for run in _NAME_RUN.findall(text):
+    for run in _NAME_RUN.findall(text.replace("\\_", "_")):
         if len(run) > MAX_NAME_CHARS or ("_" not in run and "." not in run):
             continue
-        parts = [p for p in run.split(".") if p]
-        if not parts or not all(_NAME_PART.fullmatch(p) for p in parts):
-            continue
-        if len(parts) > 1 and any(len(p) > 1 for p in parts):
-            out.append(".".join(parts))
-        out.extend(p for p in parts if "_" in p.strip("_") or (p.startswith("_") and len(p) > 2))
+        for path in _DOTS.split(run):
+            parts = [p for p in path.split(".") if p]
+            names = [p for p in parts if _NAME_PART.fullmatch(p)]
+            if len(parts) > 1 and len(names) == len(parts) and any(len(p) > 1 for p in parts):
+                out.append(".".join(parts))
+            out.extend(p for p in names if "_" in p.strip("_") or (p[0] == "_" and len(p) > 2))
     return out
 
 
