@@ -72,7 +72,8 @@ class Evidence:
     """The code the query names (`named_code`; None when it names none or the vector
     side was not measured)."""
     unseen_code: list[str] | None = None
-    """Those of `code` whose leaf no chunk holds (`BM25Index.unknown_code`)."""
+    """Those of `code` the store does not hold, judged by their last parts
+    (`BM25Index.unknown_code`)."""
 
     def declines(self, cutoff: float | None) -> bool:
         """Whether the rule at `cutoff` says nothing answers the query (`cutoff` None:
