@@ -13,6 +13,8 @@ from tests.processes import rag, rag_json, rag_mcp, store_env, text_of, write_no
 pytestmark = pytest.mark.slow
 
 ABSENT = "How do I make a tkinter window with a button?"
+UNKNOWN_CODE = "nm7tok2 with unittest.mock.patch"
+"""Every word is stored but the code it names is not: declined at any cut-off."""
 
 
 async def test_a_declined_search_is_shown_as_such_by_the_cli_and_over_mcp(tmp_path: Path) -> None:
@@ -30,6 +32,9 @@ async def test_a_declined_search_is_shown_as_such_by_the_cli_and_over_mcp(tmp_pa
         assert all(not h["passage"] for h in declined["hits"])  # pointers, not passages
         known = rag_json(env, "search", "nm7tok2")
         assert known["confident"] is True  # the store holds every word of it
+        code = rag_json(env, "search", UNKNOWN_CODE)
+        assert code["confident"] is False
+        assert code["evidence"]["unseen_code"] == ["unittest.mock.patch"]
         printed = rag(env, "search", ABSENT)
         assert printed.returncode == 0 and "no confident match" in printed.stdout
 
@@ -38,6 +43,9 @@ async def test_a_declined_search_is_shown_as_such_by_the_cli_and_over_mcp(tmp_pa
             assert not found.is_error and text_of(found).startswith(NO_MATCH)
             assert "## [" not in text_of(found)
             assert (found.structured_content or {})["confident"] is False
+            named = await client.call_tool("rag_search", {"query": UNKNOWN_CODE})
+            assert text_of(named).startswith(NO_MATCH)
+            assert (named.structured_content or {})["confident"] is False
             answered = await client.call_tool("rag_search", {"query": "nm7tok2"})
             assert text_of(answered).startswith("## [1] Source:")
             assert (answered.structured_content or {})["confident"] is True
