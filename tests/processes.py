@@ -120,6 +120,18 @@ def write_notes(folder: Path, prefix: str, count: int, words: int = 3) -> list[P
     return paths
 
 
+def write_steps_page(path: Path, first: int) -> None:
+    """A guide page whose setup section lists steps `first`..12, one chunk-sized paragraph
+    each, then an appendix: a search for step 6 widens into its neighbours, and a page
+    written again from another `first` moves every chunk index."""
+    steps = "\n\n".join(
+        f"手順{i}: 設定ファイルの項目{i}を確認し、値が正しいことを確かめてから次へ進みます。"
+        for i in range(first, 13)
+    )
+    text = f"# 導入ガイド\n\n## 設定\n\n{steps}\n\n## 付録\n\n別の話題。\n"
+    path.write_text(text, encoding="utf-8")
+
+
 def free_port() -> int:
     """A loopback port nothing listens on right now."""
     import socket

@@ -73,7 +73,7 @@ async def test_store_searches_exactly_and_stays_in_step_with_chroma(
         exact = kb.store.query_ids(q, 5)
         assert [c for c, _ in exact] == hnsw["ids"][0]  # a small store: HNSW is exact too
         assert [d for _, d in exact] == pytest.approx(hnsw["distances"][0], abs=1e-5)
-        victim = next(iter(kb.store.source_chunk_counts()))
+        victim = next(iter(kb.bm25.sources()))
         await kb.delete_source(victim)
         assert chroma.exact.ids() == chroma.all_ids()
         assert not chroma.exact.ids_of_source(victim)

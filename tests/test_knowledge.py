@@ -16,6 +16,7 @@ from rag_app.errors import EmbeddingMismatchError, EmptyQueryError, RAGError, Un
 from rag_app.knowledge import KnowledgeBase
 from rag_app.limits import MAX_CHUNKS_PER_SOURCE_DEFAULT
 from tests.conftest import SAMPLES, CountingEmbedding
+from tests.processes import write_steps_page
 
 
 @pytest.fixture
@@ -92,15 +93,7 @@ async def test_passages_are_read_with_the_hits_and_follow_a_re_ingest(
     folder = tmp_path / "long"
     folder.mkdir()
     page = folder / "guide.md"
-
-    def write(first: int) -> None:
-        steps = "\n\n".join(
-            f"手順{i}: 設定ファイルの項目{i}を確認し、値が正しいことを確かめてから次へ進みます。"
-            for i in range(first, 13)
-        )
-        page.write_text(f"# 導入ガイド\n\n## 設定\n\n{steps}\n\n## 付録\n\n別の話題。")
-
-    write(1)
+    write_steps_page(page, 1)
     await kb.index_dir(folder)
     await kb.retrieve("手順6 項目6", n_results=3)  # the page's chunk order is now known
     reads: list[int] = []
@@ -116,7 +109,7 @@ async def test_passages_are_read_with_the_hits_and_follow_a_re_ingest(
     assert "手順5" in hit.passage and "手順7" in hit.passage
     assert 1 <= len(reads) <= 2  # the hits with their neighbours, and at most one more
     # the page changes: three steps fewer in front, so every chunk index moves
-    write(4)
+    write_steps_page(page, 4)
     page.touch()
     await kb.index_dir(folder)
     again = (await kb.retrieve("手順6 項目6", n_results=3)).hits

@@ -27,6 +27,7 @@ from tests.processes import (
     text_of,
     wait_gone,
     write_notes,
+    write_steps_page,
 )
 
 pytestmark = pytest.mark.slow
@@ -438,23 +439,16 @@ def test_a_passage_follows_a_page_another_machine_rewrote(
     folder.mkdir()
     page_file = folder / "guide.md"
 
-    def write(first: int) -> None:
-        steps = "\n\n".join(
-            f"手順{i}: 設定ファイルの項目{i}を確認し、値が正しいことを確かめてから次へ進みます。"
-            for i in range(first, 13)
-        )
-        page_file.write_text(f"# 導入ガイド\n\n## 設定\n\n{steps}\n", encoding="utf-8")
-
     def passage(env: dict[str, str]) -> str:
         found = rag_json(env, "search", "手順6 項目6", "-n", "1")
         return str(found["hits"][0]["passage"])
 
-    write(1)
+    write_steps_page(page_file, 1)
     assert rag(b, "stats").returncode == 0
     assert rag(a, "index", str(folder)).returncode == 0
     before = passage(b)  # b now keeps the page's chunk order
     assert "手順5" in before and "手順7" in before
-    write(4)  # three steps fewer in front: every chunk of the page moves
+    write_steps_page(page_file, 4)  # three steps fewer in front: every chunk of the page moves
     assert rag(a, "index", str(folder)).returncode == 0
     after = passage(b)
     assert "手順3" not in after and "手順7" in after

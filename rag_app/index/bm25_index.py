@@ -262,18 +262,13 @@ class BM25Index:
         their last parts, since a query may qualify a name more or less than the docs do:
         `pathlib.Path.read_text` is held wherever `read_text` is (a snake_case name is
         specific on its own), `unittest.mock.patch` only where `mock` and `patch` both are
-        (a plain word is not). Parts are looked up as the tokenizer indexes them (whole,
-        or stemmed when plain; a stop word is always held, and a path ending in one is
-        prose with a missing space: `Thanks.How`); body or context, live chunks."""
+        (a plain word is not). Parts are looked up as the tokenizer indexes them (`stem`
+        leaves a snake_case part whole; a stop word is always held, and a path ending in
+        one is prose with a missing space: `Thanks.How`); body or context, live chunks."""
         with self._lock:
-            p, vocab = self._p, self._p.vocab
 
             def held(part: str) -> bool:
-                if part in STOP_WORDS:
-                    return True
-                term = part if "_" in part else stem(part)
-                found = [p.postings(vocab[t])[0] for t in (term, CONTEXT + term) if t in vocab]
-                return any(len(p.live(f, f)[0]) for f in found)
+                return part in STOP_WORDS or self._held(stem(part))
 
             out = []
             for name in names:
@@ -285,25 +280,25 @@ class BM25Index:
                 out.append(name)
             return out
 
+    def _postings(self, term: str) -> list[np.ndarray]:
+        """The slots holding `term` in the body or the context field (under the lock)."""
+        p, vocab = self._p, self._p.vocab
+        return [p.postings(vocab[t])[0] for t in (term, CONTEXT + term) if t in vocab]
+
+    def _held(self, term: str) -> bool:
+        """Whether a live chunk holds `term`, body or context (under the lock)."""
+        return any(len(self._p.live(f, f)[0]) for f in self._postings(term))
+
     def lexical_evidence(self, query: str, ids: Sequence[str]) -> tuple[list[str], int | None]:
         """`unseen_words` and `rarest_match` of one query, tokenized once."""
         terms = list(dict.fromkeys(self._tokenizer(query)))
         with self._lock:
-            p, vocab = self._p, self._p.vocab
-
-            def postings(term: str) -> list[np.ndarray]:
-                return [p.postings(vocab[t])[0] for t in (term, CONTEXT + term) if t in vocab]
-
-            unseen = [
-                t
-                for t in terms
-                if not t.startswith((GRAM, BOUND))
-                and not any(len(p.live(f, f)[0]) for f in postings(t))
-            ]
+            p = self._p
+            unseen = [t for t in terms if not t.startswith((GRAM, BOUND)) and not self._held(t)]
             slots = np.asarray([p.id_to_slot[i] for i in ids if i in p.id_to_slot], np.int64)
             rarest: int | None = None
             for term in terms if len(slots) else ():
-                found = postings(term)
+                found = self._postings(term)
                 if not any(np.isin(slots, f).any() for f in found):
                     continue  # the hits do not hold it: no need to count who does
                 count = len(np.unique(np.concatenate([p.live(f, f)[0] for f in found])))

@@ -214,15 +214,19 @@ class HybridRetriever(BaseRetriever):
         outcome: SearchOutcome,
         sources: Sequence[str] | None,
     ) -> None:
-        """The no-match rule's evidence and verdict. The lexical evidence is looked up only
-        when the vector side alone would decline or the query names code, in a worker
-        thread (BM25's lock and the tokenizer may be busy with an ingest), and the same way
-        in every mode: a vector-only search asks BM25 for its two best scores too."""
+        """The no-match rule's evidence and verdict. Code the query names is looked up
+        first; the lexical evidence only when the vector side alone would decline and that
+        code does not decide it, in a worker thread (BM25's lock and the tokenizer may be
+        busy with an ingest), and the same way in every mode: a vector-only search asks
+        BM25 for its two best scores too."""
         best = min((d for _, d in vec.hits), default=None)
         evidence = Evidence(excess=excess_of(best, vec.spread))
         cutoff = self.no_match_cutoff
         code = named_code(query) if cutoff is not None and evidence.excess is not None else []
-        if code or evidence.declines(cutoff):
+        if code:
+            evidence.code = code
+            evidence.unseen_code = await asyncio.to_thread(self.store.unknown_code, code)
+        if not evidence.names_unknown_code() and evidence.declines(cutoff):
             top = outcome.fused or outcome.vector or outcome.bm25
             ids = [n.node.node_id for n in top[:1]]
             if not bm_raw:
@@ -231,9 +235,6 @@ class HybridRetriever(BaseRetriever):
                 self.store.lexical_evidence, query, ids
             )
             evidence.bm25_lead = bm25_lead([score for _, score in bm_raw])
-            if code:
-                evidence.code = code
-                evidence.unseen_code = await asyncio.to_thread(self.store.unknown_code, code)
         outcome.evidence = evidence
         outcome.confident = not evidence.declines(cutoff)
 

@@ -62,7 +62,8 @@ class Evidence:
     """What the rule looks at: `excess` of the best vector hit (None when not measured);
     the query's words no chunk holds, the rarest term the best hit shares with the query
     and how far the best BM25 hit leads the second (these three are looked up only when
-    the excess alone would decline or the query names code; None: not looked up)."""
+    the excess alone would decline and the code the query names does not; None: not
+    looked up)."""
 
     excess: float | None = None
     unseen: list[str] | None = None
@@ -75,12 +76,16 @@ class Evidence:
     """Those of `code` the store does not hold, judged by their last parts
     (`BM25Index.unknown_code`)."""
 
+    def names_unknown_code(self) -> bool:
+        """The query names code and the store holds none of it."""
+        return bool(self.code) and len(self.unseen_code or ()) == len(self.code or ())
+
     def declines(self, cutoff: float | None) -> bool:
         """Whether the rule at `cutoff` says nothing answers the query (`cutoff` None:
         the rule is off). Evidence not looked up yet counts against the hits."""
         if cutoff is None or self.excess is None:
             return False
-        if self.code and self.unseen_code is not None and len(self.unseen_code) == len(self.code):
+        if self.names_unknown_code():
             return True  # all the code it names is code the store never mentions
         if self.excess >= cutoff:
             return False

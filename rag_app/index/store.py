@@ -281,9 +281,6 @@ class KnowledgeStore:
     def list_sources(self) -> list[SourceRecord]:
         return self.chroma.list_sources()
 
-    def source_chunk_counts(self) -> dict[str, int]:
-        return self.bm25.sources()
-
     def counts(self) -> tuple[int, int, dict[str, int]]:
         """Chroma's chunk count, BM25's, and BM25's per source, taken between two writes:
         read one by one, a write landing in between showed them differ."""
