@@ -6,11 +6,12 @@
 SET_DIR holds `site.json` (the Debian package, its version, HTML root and optionally
 `settings` the site needs, e.g. a higher `rag_max_chunks_per_source`), `pages.txt`
 (the indexed pages, relative to the HTML root) and `questions.jsonl` (one question a
-line: `id`, `query`, `kind`, `page`, `answer`). The listed pages are copied into a folder
-that keeps their relative paths (inside `--persist-dir` when given, so a second run
-embeds nothing; else a temporary folder) and indexed with `KnowledgeBase.index_dir`,
-exactly as `rag index` indexes a user's folder. Every question is asked with
-`KnowledgeBase.retrieve(query)` on the shipped defaults (what `rag_search` does when
+line: `id`, `query`, `kind`, `page`, `answer`, optionally `also`: other forms the same
+answer takes, e.g. a table row as a pipe row and as `column: value` lines). The listed
+pages are copied into a folder that keeps their relative paths (inside `--persist-dir`
+when given, so a second run embeds nothing; else a temporary folder) and indexed with
+`KnowledgeBase.index_dir`, exactly as `rag index` indexes a user's folder. Every question
+is asked with `KnowledgeBase.retrieve(query)` on the shipped defaults (what `rag_search` does when
 the LLM gives no `n_results` or `mode`) and the returned text is built by the MCP
 server's own `mcp_server.formatting.format_search`, so the score is about the exact text
 the LLM receives. Only the public KnowledgeBase API and that function are used.
@@ -129,6 +130,11 @@ class Question:
     kind: str
     page: str
     answer: str
+    also: tuple[str, ...] = ()
+
+    def found_in(self, text: str) -> bool:
+        """Whether the answer, in any of its forms, is in `text`."""
+        return any(answer_found(form, text) for form in (self.answer, *self.also))
 
 
 @dataclass(frozen=True)
@@ -170,12 +176,15 @@ def parse_question(row: Any) -> Question:
     missing = [k for k in ("id", "query", "kind", "page", "answer") if k not in row]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
-    q = Question(*(str(row[k]) for k in ("id", "query", "kind", "page", "answer")))
+    also = row.get("also", [])
+    if not isinstance(also, list) or not all(isinstance(a, str) and a.strip() for a in also):
+        raise ValueError("also is a list of non-empty strings")
+    q = Question(*(str(row[k]) for k in ("id", "query", "kind", "page", "answer")), tuple(also))
     if not q.id or not q.query.strip():
         raise ValueError("empty id or query")
     if q.kind not in KINDS:
         raise ValueError(f"kind {q.kind!r} is not one of {', '.join(KINDS)}")
-    if q.kind == "none" and (q.page or q.answer):
+    if q.kind == "none" and (q.page or q.answer or q.also):
         raise ValueError("a none question has an empty page and answer")
     if q.kind != "none" and not (q.page and q.answer.strip()):
         raise ValueError("an answerable question needs a page and an answer")
@@ -342,7 +351,7 @@ def score_question(
             vector_distance=None if h.vector_distance is None else round(h.vector_distance, 6),
             bm25_score=None if h.bm25_score is None else round(h.bm25_score, 6),
             chars=len(h.text),
-            has_answer=answer_found(question.answer, h.text),
+            has_answer=question.found_in(h.text),
         )
         for rank, h in enumerate(hits, 1)
     ]
@@ -360,7 +369,7 @@ def score_question(
         hits=records,
         ranking=ranking,
         page_rank=page_rank,
-        answer_in_output=answer_found(question.answer, output) if question.answer else False,
+        answer_in_output=question.found_in(output) if question.answer else False,
         output_chars=len(output),
         ms=round(ms, 2),
         **(evidence or {}),

@@ -66,7 +66,9 @@ def test_inline_markup_adds_no_spaces_and_permalinks_are_dropped() -> None:
     text = html_to_text(html).text
     assert "## Basic Usage\n" in text and "¶" not in text
     assert "json.dumps(obj, *, skipkeys=False)" in text
-    assert "Serialize. Then more block after" in text  # blocks and <br> still break words
+    # the description's blocks and <br> still break words
+    assert "skipkeys=False): Serialize.\n\nThen\nmore\n\nblock\n\nafter" in text
+    assert html_to_text("<dl><dt>t<dd>one<br>two<span>three</span></dl>").text == "t: one twothree"
     assert "ssize_t or long" in text
     assert html_to_text("<p>tag<img src=x>list<menu><li>a</li></menu></p>").text.startswith(
         "tag list"
@@ -265,4 +267,47 @@ def test_unclosed_definitions_are_not_repeated() -> None:
     page = html_to_text("<dl><dt>HP<dd>体力<dt>MP<dd>魔力</dl>")
     assert page.text == "HP: 体力\nMP: 魔力"
     nested = html_to_text("<dl><dt>a<dd>b<dl><dt>c</dt><dd>d</dd></dl></dd></dl>")
-    assert nested.text == "a: b c d"
+    assert nested.text == "a: b\n\nc: d"
+    blocks = html_to_text("<dl><dt>HP<dd><p>体力<dt>MP<dd><p>魔力<pre>x = 1\n  y</pre></dl>")
+    assert blocks.text == "HP: 体力\nMP: 魔力\n\n```\nx = 1\n  y\n```"
+
+
+def test_an_api_entry_keeps_its_paragraphs_and_code() -> None:
+    # Sphinx puts a function's whole description, code included, in the <dd> of its <dl>.
+    html = (
+        '<dl class="py function"><dt>itertools.islice(<em>iterable</em>, <em>stop</em>)</dt>'
+        "<dt>itertools.islice(<em>iterable</em>, <em>start</em>, <em>stop</em>)</dt>"
+        "<dd><p>Make an iterator.</p><p>Roughly equivalent to:</p>"
+        '<div class="highlight-python3 notranslate"><div class="highlight"><pre>'
+        "def islice(iterable, *args):\n    s = slice(*args)\n</pre></div></div>"
+        "<ul><li>first</li></ul></dd>"
+        "<dt>itertools.count()</dt><dd>Counts.</dd></dl>"
+    )
+    assert html_to_text(html).text == (
+        "itertools.islice(iterable, stop)\n"
+        "itertools.islice(iterable, start, stop): Make an iterator.\n\n"
+        "Roughly equivalent to:\n\n"
+        "```python3\ndef islice(iterable, *args):\n    s = slice(*args)\n```\n\n"
+        "- first\n\n"
+        "itertools.count(): Counts."
+    )
+    # a page's class names cannot put anything but a short name on the fence line
+    odd = html_to_text(f'<div class="highlight-{"x" * 50}"><pre>a = 1</pre></div>').text
+    assert odd == "```\na = 1\n```"
+
+
+def test_an_api_entrys_code_is_a_code_chunk() -> None:
+    from rag_app.parsing.content_type import ContentType
+    from rag_app.parsing.router import structured_chunks
+
+    html = (
+        "<h2>Itertool functions</h2><dl><dt>itertools.islice(iterable, stop)</dt>"
+        "<dd><p>Make an iterator that returns selected elements from the iterable.</p>"
+        '<div class="highlight-python3"><pre>def islice(iterable, *args):\n'
+        "    s = slice(*args)\n    return s\n</pre></div></dd></dl>"
+    )
+    chunks = structured_chunks(html_to_text(html).text, chunk_size=200, chunk_overlap=30)
+    code = [c for c in chunks if c.content_type is ContentType.CODE]
+    assert len(code) == 1 and code[0].text.startswith("```python3\ndef islice(iterable, *args):")
+    assert "\n    s = slice(*args)\n" in code[0].text
+    assert code[0].heading_path == "Itertool functions"

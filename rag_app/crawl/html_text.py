@@ -92,6 +92,11 @@ _BREAKS |= frozenset(_HEADINGS) | frozenset({"blockquote", "nav", "aside", "foot
 _BREAKS |= frozenset({"search", "menu", "img"})  # an image between two words parts them
 """Elements a browser starts on a line of their own: their text is not glued to the next."""
 _DEFINITION_PARTS = frozenset({"dt", "dd"})
+_DEFINITION_BLOCKS = frozenset({"p", "div", "pre", "table", "ul", "ol", "dl", "blockquote"})
+_DEFINITION_BLOCKS |= frozenset(_HEADINGS)
+_LIST_ITEM = re.compile(r"\d+\. ")
+_NO_LANGUAGE = frozenset({"default", "none", "text"})
+_LANGUAGE = re.compile(r"[\w+#.-]{1,40}")  # a name a fence line can carry, not a page's whim
 _NESTED_LIST = frozenset({"dl"})
 _CONTENT_REGIONS = frozenset({"article", "main"})
 _FORM_CONTENT = frozenset({"article", "main", "h1", "h2", "h3"})
@@ -325,13 +330,29 @@ def _fence(pre: Tag) -> str:
     code = pre.get_text().strip("\n")
     if not code.strip():
         return ""
-    language = ""
+    fence = "~~~" if "```" in code else "```"
+    return f"{fence}{_language(pre)}\n{code}\n{fence}"
+
+
+def _language(pre: Tag) -> str:
+    """The code's language: `<code class="language-x">` (Markdown renderers), or the
+    `highlight-x` class of the `<div>`s around a Sphinx `<pre>`."""
     code_tag = pre.find("code")
     if isinstance(code_tag, Tag):
         classes = code_tag.get("class") or []
         language = next((c[9:] for c in classes if c.startswith("language-")), "")
-    fence = "~~~" if "```" in code else "```"
-    return f"{fence}{language}\n{code}\n{fence}"
+        if _LANGUAGE.fullmatch(language):
+            return language
+    holder: Tag | None = pre
+    for _ in range(2):
+        holder = holder.parent if holder is not None else None
+        if holder is None or holder.name != "div":
+            break
+        for name in holder.get("class") or []:
+            language = name[10:] if name.startswith("highlight-") else ""
+            if _LANGUAGE.fullmatch(language) and language not in _NO_LANGUAGE:
+                return language
+    return ""
 
 
 # A render step yields sub-steps (a nested list item, a quote) to `_run` instead of calling
@@ -363,10 +384,11 @@ class _Renderer:
     plain blocks, so each level's re-indenting cannot add up to quadratic work.
     """
 
-    def __init__(self, nesting: int = 0) -> None:
+    def __init__(self, nesting: int = 0, skip: frozenset[str] = frozenset()) -> None:
         self.blocks: list[str] = []
         self._inline: list[str] = []
         self._nesting = nesting
+        self._skip = skip
 
     def flush(self) -> None:
         text = "".join(self._inline)
@@ -404,6 +426,8 @@ class _Renderer:
         """Render `tag`; return True / False to walk into it as a block / inline, else None."""
         name = tag.name
         nested = self._nesting < MAX_NESTING
+        if name in self._skip:
+            return None
         if name == "br":
             self._inline.append("\n")
         elif name == "img":
@@ -425,7 +449,8 @@ class _Renderer:
             inner = "\n\n".join((yield _blocks(tag, self._nesting + 1)))
             self.add_block("\n".join(f"> {line}" if line else ">" for line in inner.split("\n")))
         elif name == "dl":
-            self.add_block(_render_definitions(tag))
+            for block in (yield _render_definitions(tag, self._nesting + 1)):
+                self.add_block(block)
         elif name == "hr":
             self.flush()
         elif name in _BLOCKS or name in ("ul", "ol", "blockquote"):
@@ -442,9 +467,9 @@ class _Renderer:
         self.add_block(render_table(table))
 
 
-def _blocks(node: Tag, nesting: int = 0) -> _Step:
-    """Step: the text blocks of `node`."""
-    renderer = _Renderer(nesting)
+def _blocks(node: Tag, nesting: int = 0, skip: frozenset[str] = frozenset()) -> _Step:
+    """Step: the text blocks of `node`, leaving out `skip` elements."""
+    renderer = _Renderer(nesting, skip)
     yield from renderer.walk(node)
     renderer.flush()
     return renderer.blocks
@@ -479,11 +504,42 @@ def _definitions(tag: Tag) -> Iterator[Tag]:
             yield node
 
 
-def _render_definitions(tag: Tag) -> str:
-    """`<dt>term</dt><dd>text</dd>` → `term: text`; further `<dd>`s go on indented lines."""
+def _holds_blocks(dd: Tag) -> bool:
+    """Whether this `<dd>` holds paragraphs, code, tables or lists of its own (an API
+    entry's description does; a glossary's one-line definition does not)."""
+    for node in _children_of(dd, lambda t: t.name not in _DEFINITION_PARTS):
+        if isinstance(node, Tag) and node.name in _DEFINITION_BLOCKS:
+            return True
+    return False
+
+
+def _is_plain(block: str) -> bool:
+    """A paragraph of prose (not a fence, table, list, quote or heading)."""
+    return not block.startswith(("```", "~~~", "|", "- ", "> ", "#")) and not _LIST_ITEM.match(
+        block
+    )
+
+
+def _render_definitions(tag: Tag, nesting: int) -> _Step:
+    """Step: the blocks of a `<dl>`. `<dt>term</dt><dd>text</dd>` → a `term: text` line
+    (further `<dd>`s on indented lines); a `<dd>` holding paragraphs, code or tables (an
+    API entry) keeps them as blocks of their own after its `term: first paragraph` line,
+    so its code stays a fenced block with its indentation."""
+    blocks: list[str] = []
     lines: list[str] = []
     term_waiting = False
     for child in _definitions(tag):
+        if child.name == "dd" and nesting < MAX_NESTING and _holds_blocks(child):
+            parts = list((yield _blocks(child, nesting, skip=_DEFINITION_PARTS)))
+            if parts and term_waiting and _is_plain(parts[0]):
+                lines[-1] = f"{lines[-1]}: {parts.pop(0)}"
+            term_waiting = False
+            if parts:
+                if lines:
+                    blocks.append("\n".join(lines))
+                    lines = []
+                blocks.extend(parts)
+            continue
         text = _own_text(child, _DEFINITION_PARTS, whole=_NESTED_LIST)
         if not text:
             continue
@@ -495,7 +551,9 @@ def _render_definitions(tag: Tag) -> str:
             term_waiting = False
         else:
             lines.append(f"  {text}")
-    return "\n".join(lines)
+    if lines:
+        blocks.append("\n".join(lines))
+    return blocks
 
 
 def _title(tags: TagIndex) -> str:
