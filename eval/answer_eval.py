@@ -293,6 +293,7 @@ class QuestionResult:
     query: str
     page: str
     answer: str
+    also: list[str]  # other forms of the answer that count as found
     hits: list[HitRecord]  # what rag_search returned (shipped n_results)
     ranking: list[str]  # pages of the top RANK_K hits (for page@5)
     page_rank: int | None  # 1-based rank of the answering page within `ranking`
@@ -366,6 +367,7 @@ def score_question(
         query=question.query,
         page=question.page,
         answer=question.answer,
+        also=list(question.also),
         hits=records,
         ranking=ranking,
         page_rank=page_rank,
@@ -625,7 +627,9 @@ class Report:
                 )
                 out += [
                     f"- **{r.id}** {r.query}",
-                    f"  - expected: `{r.answer}` in {r.page}"
+                    "  - expected: "
+                    + " or ".join(f"`{normalize(a)}`" for a in (r.answer, *r.also))
+                    + f" in {r.page}"
                     if r.answer
                     else "  - expected: no hit",
                     f"  - page rank: {r.page_rank or '–'}; top-{RANK_K} pages: "

@@ -270,6 +270,13 @@ def test_unclosed_definitions_are_not_repeated() -> None:
     assert nested.text == "a: b\n\nc: d"
     blocks = html_to_text("<dl><dt>HP<dd><p>体力<dt>MP<dd><p>魔力<pre>x = 1\n  y</pre></dl>")
     assert blocks.text == "HP: 体力\nMP: 魔力\n\n```\nx = 1\n  y\n```"
+    # an unclosed entry nested inside a list, quote, <pre>, heading or cell of a <dd>:
+    # once, as an entry, never also inside that block (repeated, that was quadratic)
+    for block in ("<ul><li>x", "<blockquote>x", "<pre>x", "<h3>x", "<table><tr><td>x"):
+        assert html_to_text(f"<dl><dt>T<dd>{block}<dt>U<dd>v</dl>").text == "T: x\nU: v"
+        many = "".join(f"<dt>t{i}<dd>{block}{i}." for i in range(300))
+        text = html_to_text(f"<dl>{many}</dl>").text
+        assert text.count("x299.") == 1 and len(text) < 300 * 20
 
 
 def test_an_api_entry_keeps_its_paragraphs_and_code() -> None:

@@ -506,11 +506,17 @@ def _definitions(tag: Tag) -> Iterator[Tag]:
 
 def _holds_blocks(dd: Tag) -> bool:
     """Whether this `<dd>` holds paragraphs, code, tables or lists of its own (an API
-    entry's description does; a glossary's one-line definition does not)."""
-    for node in _children_of(dd, lambda t: t.name not in _DEFINITION_PARTS):
-        if isinstance(node, Tag) and node.name in _DEFINITION_BLOCKS:
-            return True
-    return False
+    entry's description does; a glossary's one-line definition does not) and no `<dt>` or
+    `<dd>` outside a list of its own. Unclosed definitions, which `html.parser` nests in
+    the block before them, are rendered as text: inside a list item, quote, `<pre>` or
+    cell they would be shown twice, there and as entries of their own."""
+    blocks = False
+    for node in _children_of(dd, lambda t: t.name != "dl"):
+        if isinstance(node, Tag):
+            if node.name in _DEFINITION_PARTS:
+                return False
+            blocks = blocks or node.name in _DEFINITION_BLOCKS
+    return blocks
 
 
 def _is_plain(block: str) -> bool:
