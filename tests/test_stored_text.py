@@ -103,5 +103,10 @@ def test_node_json_is_ascii_and_llamaindex_reads_the_same_node() -> None:
     back = metadata_dict_to_node(meta, text="本文")
     assert back.metadata == node.metadata and back.node_id == "j1"
     assert all(v.isascii() for v in meta.values() if isinstance(v, str) and v != meta["source_url"])
-    assert stored_text.decode(meta["title"], meta) == "表題"
+    assert stored_text.decode(meta["heading_path"], meta) == "章 > 節"
     assert meta["source_url"] == "https://例え.jp/"  # what `where` filters match stays as it is
+    # the title lives in the node JSON only: each flat key costs Chroma time on every read
+    assert "title" not in meta and set(meta) == {
+        "_node_content", "_node_type", "source_url", "heading_path", "document_id",
+        stored_text.ENCODED_KEY,
+    }  # fmt: skip
