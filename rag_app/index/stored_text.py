@@ -33,7 +33,7 @@ from llama_index.core.vector_stores.utils import node_to_metadata_dict
 PREFIX = "rag-u:"
 ENCODED_KEY = "rag_stored_text"
 """Flat metadata key (value 1) of a chunk whose text and flat values `encode` wrote."""
-RAW_KEYS = frozenset({"source_url", "document_id", "ref_doc_id", "doc_id"})
+RAW_KEYS = frozenset({"source_url", "document_id"})
 """Flat metadata kept as it is: `where` filters match these (the source's URL or path)."""
 FLAT_KEYS = frozenset({"source_url", "chunk_index", "heading_path", "document_id"})
 """The flat copies of a chunk's metadata kept beside its node JSON: those `where` filters
