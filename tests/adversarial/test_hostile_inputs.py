@@ -101,6 +101,11 @@ async def test_hostile_pages_are_bounded_and_the_server_keeps_answering(
         "/title.html": html("題" * 100_000, "<p>本文です。</p>"),
         "/deep.html": html("深い", "<div>" * 5000 + "奥の言葉" + "</div>" * 5000),
         "/heading.md": "# " + "見出し" * 20_000 + "\n\n本文。\n",
+        # unclosed definitions inside list items: each one's text must be stored once
+        # (rendering each item's blocks with the rest of the page in it was quadratic)
+        "/definitions.html": html(
+            "定義", "<dl>" + "".join(f"<dt>語{i}<dd><ul><li>意味{i}" for i in range(1500))
+        ),
     }
     httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
     for path, body in pages.items():
@@ -133,6 +138,9 @@ async def test_hostile_pages_are_bounded_and_the_server_keeps_answering(
             if result.is_error:
                 one_line(result)
             assert max(times, default=0) < 3, (path, max(times))  # never frozen
+        stats = rag_json(env, "stats")
+        defined = stats["source_chunks"].get(httpserver.url_for("/definitions.html"), 0)
+        assert 0 < defined < 200, defined  # 1,500 short lines, ~20 KB of text
         titles = rag_json(env, "search", "本文", "--mode", "bm25")
         for hit in titles["bm25_hits"]:
             assert len(hit["title"]) <= 201 and len(hit["heading_path"]) <= 501
