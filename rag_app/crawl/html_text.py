@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, Tag
@@ -94,7 +95,8 @@ _BREAKS |= frozenset({"search", "menu", "img"})  # an image between two words pa
 _DEFINITION_PARTS = frozenset({"dt", "dd"})
 _DEFINITION_BLOCKS = frozenset({"p", "div", "pre", "table", "ul", "ol", "dl", "blockquote"})
 _DEFINITION_BLOCKS |= frozenset(_HEADINGS)
-_LIST_ITEM = re.compile(r"\d+\. ")
+_NOT_PROSE = re.compile(r"```|~~~|\||- |> |#|\d+\. ")
+"""How a fence, table row, list item, quote or heading block starts."""
 _NO_LANGUAGE = frozenset({"default", "none", "text"})
 _LANGUAGE = re.compile(r"[\w+#.-]{1,40}")  # a name a fence line can carry, not a page's whim
 _NESTED_LIST = frozenset({"dl"})
@@ -343,10 +345,8 @@ def _language(pre: Tag) -> str:
         language = next((c[9:] for c in classes if c.startswith("language-")), "")
         if _LANGUAGE.fullmatch(language):
             return language
-    holder: Tag | None = pre
-    for _ in range(2):
-        holder = holder.parent if holder is not None else None
-        if holder is None or holder.name != "div":
+    for holder in islice(pre.parents, 2):
+        if holder.name != "div":
             break
         for name in holder.get("class") or []:
             language = name[10:] if name.startswith("highlight-") else ""
@@ -521,9 +521,7 @@ def _holds_blocks(dd: Tag) -> bool:
 
 def _is_plain(block: str) -> bool:
     """A paragraph of prose (not a fence, table, list, quote or heading)."""
-    return not block.startswith(("```", "~~~", "|", "- ", "> ", "#")) and not _LIST_ITEM.match(
-        block
-    )
+    return not _NOT_PROSE.match(block)
 
 
 def _render_definitions(tag: Tag, nesting: int) -> _Step:
