@@ -11,7 +11,8 @@ lines; a later hit whose chunk no longer fits is skipped for a shorter candidate
 answer stays within `total` unless the best hit's chunk alone is longer. A hit whose chunk
 is already inside a better-ranked passage is dropped, and a passage ends where a
 better-ranked one begins, so no text is shown twice; the section's heading line, which
-every chunk repeats, is shown once.
+every chunk but a code block or table row repeats, is shown once (at the top when the
+passage reaches a chunk that starts with it).
 
 The same idea as LlamaIndex's sentence-window and auto-merging retrievers, done at query
 time over the stored chunks: those need the window or parent text stored with every node
@@ -93,6 +94,17 @@ def _has_line(text: str, line: str) -> bool:
     return bool(line) and (text.startswith(line + "\n") or f"\n{line}\n" in text)
 
 
+def _leads(text: str, line: str) -> bool:
+    return bool(line) and text.startswith(line + "\n")
+
+
+def _drop_line(text: str, line: str) -> str:
+    """`text` without its first inner `line` (a heading a chunk after a headless one,
+    such as a code block, brought into the middle of a passage)."""
+    at = text.find(f"\n{line}\n")
+    return text if at == -1 else text[:at] + text[at + len(line) + 1 :]
+
+
 def merge(pieces: Sequence[Piece]) -> str:
     """The pieces (in chunk order) as one text."""
     text = ""
@@ -124,6 +136,8 @@ def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[in
             joined = None
             if piece is not None:
                 first, second = (text, piece.text) if step == 1 else (piece.text, text)
+                if step == -1 and _leads(first, heading) and not _leads(text, heading):
+                    second = _drop_line(text, heading)  # the heading moves to the top
                 shown = heading if _has_line(first, heading) else ""
                 joined = join_chunks(first, second, shown)
             if joined is None or len(joined) > budget:

@@ -227,3 +227,23 @@ def test_a_later_passage_never_repeats_chunks_a_better_one_shows() -> None:
     out = expand_hits(hits, fetch, per_hit=120, total=3000)
     assert len(out) == 2
     assert not set(out[0].passage_chunks) & set(out[1].passage_chunks)
+
+
+def test_a_heading_is_shown_once_at_the_top_of_a_passage_that_starts_at_a_code_block() -> None:
+    """A code chunk repeats no heading: the prose chunk after it brought the heading into
+    the middle of the passage, and the chunk before it brought it again at the top."""
+    pieces = [
+        Piece(0, "## Threads\nRun a blocking call in a thread. For example:", "S"),
+        Piece(1, "```python\ndef blocking():\n    time.sleep(1)\n```", "S"),
+        Piece(2, "## Threads\nCalling blocking() directly would block the loop.", "S"),
+        Piece(3, "## Threads\nDue to the GIL, this suits IO-bound work.", "S"),
+    ]
+
+    def fetch_s(source: str, first: int, last: int) -> list[Piece]:
+        return [p for p in pieces if first <= p.chunk_index <= last]
+
+    (wide,) = expand_hits([_hit(1, pieces[1].text, path="S")], fetch_s, per_hit=2000, total=3000)
+    assert wide.passage_chunks == [0, 1, 2, 3]
+    assert wide.passage.startswith("## Threads\nRun a blocking call")
+    assert wide.passage.count("## Threads") == 1
+    assert "```\nCalling blocking() directly" in wide.passage
