@@ -11,8 +11,9 @@ lines; a later hit whose chunk no longer fits is skipped for a shorter candidate
 answer stays within `total` unless the best hit's chunk alone is longer. A hit whose chunk
 is already inside a better-ranked passage is dropped, and a passage ends where a
 better-ranked one begins, so no text is shown twice; the section's heading line, which
-every chunk but a code block or table row repeats, is shown once (at the top when the
-passage reaches a chunk that starts with it).
+every chunk but a code block or table row repeats, is shown once, at the passage's top
+(when any of its chunks carries it), never in the middle where it would read as the
+start of another section.
 
 The same idea as LlamaIndex's sentence-window and auto-merging retrievers, done at query
 time over the stored chunks: those need the window or parent text stored with every node
@@ -90,21 +91,6 @@ def join_chunks(first: str, second: str, heading: str | None = None) -> str:
     return f"{first}\n{second}"
 
 
-def _has_line(text: str, line: str) -> bool:
-    return bool(line) and (text.startswith(line + "\n") or f"\n{line}\n" in text)
-
-
-def _leads(text: str, line: str) -> bool:
-    return bool(line) and text.startswith(line + "\n")
-
-
-def _drop_line(text: str, line: str) -> str:
-    """`text` without its first inner `line` (a heading a chunk after a headless one,
-    such as a code block, brought into the middle of a passage)."""
-    at = text.find(f"\n{line}\n")
-    return text if at == -1 else text[:at] + text[at + len(line) + 1 :]
-
-
 def merge(pieces: Sequence[Piece]) -> str:
     """The pieces (in chunk order) as one text."""
     text = ""
@@ -121,11 +107,13 @@ def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[in
     """
     by_index = {p.chunk_index: p for p in section if p.heading_path == hit.heading_path}
     lo = hi = hit.chunk_index
-    text = hit.text
-    # the heading line the section's chunks repeat (a table row's chunk has none): shown once
-    heading = section_heading(text) or next(
+    # the heading line the section's chunks repeat (a code block's or table row's chunk
+    # has none): the passage is built without it and shows it once, at its top, when any
+    # of its chunks starts with it (wherever that chunk lies in the passage)
+    heading = section_heading(hit.text) or next(
         (h for _, p in sorted(by_index.items()) if (h := section_heading(p.text))), ""
     )
+    body, titled = _untitled(hit.text, heading)
     grow = {1: True, -1: True}  # a side stops at a gap, another section or the budget
     while any(grow.values()):
         for step in (1, -1):  # after first: a passage reads on from its hit
@@ -135,17 +123,27 @@ def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[in
             piece = by_index.get(nxt)
             joined = None
             if piece is not None:
-                first, second = (text, piece.text) if step == 1 else (piece.text, text)
-                if step == -1 and _leads(first, heading) and not _leads(text, heading):
-                    second = _drop_line(text, heading)  # the heading moves to the top
-                shown = heading if _has_line(first, heading) else ""
-                joined = join_chunks(first, second, shown)
-            if joined is None or len(joined) > budget:
+                more, has_heading = _untitled(piece.text, heading)
+                first, second = (body, more) if step == 1 else (more, body)
+                joined = join_chunks(first, second, "") if first and second else first + second
+                now_titled = titled or has_heading
+            if joined is None or len(_titled(joined, heading, now_titled)) > budget:
                 grow[step] = False
                 continue
-            text = joined
+            body, titled = joined, now_titled
             lo, hi = min(lo, nxt), max(hi, nxt)
-    return text, list(range(lo, hi + 1))
+    return _titled(body, heading, titled), list(range(lo, hi + 1))
+
+
+def _untitled(text: str, heading: str) -> tuple[str, bool]:
+    """`text` without the leading `heading` line, and whether it had it."""
+    if heading and text.startswith(heading + "\n"):
+        return text[len(heading) + 1 :], True
+    return text, False
+
+
+def _titled(body: str, heading: str, titled: bool) -> str:
+    return f"{heading}\n{body}" if titled else body
 
 
 def expand_hits(

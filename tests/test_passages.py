@@ -247,3 +247,11 @@ def test_a_heading_is_shown_once_at_the_top_of_a_passage_that_starts_at_a_code_b
     assert wide.passage.startswith("## Threads\nRun a blocking call")
     assert wide.passage.count("## Threads") == 1
     assert "```\nCalling blocking() directly" in wide.passage
+    # a passage that cannot reach back to the chunk before the code: the heading the
+    # prose after it carries is still shown at the top, not after the code
+    (code_first,) = expand_hits(
+        [_hit(1, pieces[1].text, path="S")], fetch_s, per_hit=130, total=3000
+    )
+    assert code_first.passage_chunks == [1, 2]
+    assert code_first.passage.startswith("## Threads\n```python")
+    assert code_first.passage.count("## Threads") == 1
