@@ -318,3 +318,30 @@ def test_an_api_entrys_code_is_a_code_chunk() -> None:
     assert len(code) == 1 and code[0].text.startswith("```python3\ndef islice(iterable, *args):")
     assert "\n    s = slice(*args)\n" in code[0].text
     assert code[0].heading_path == "Itertool functions"
+
+
+def test_code_in_a_list_item_is_a_code_block_at_the_margin() -> None:
+    """Indented under a list marker a fence is not a fence: the chunker reflowed the code
+    as prose and took its closing fence for an opening one, so the text after the list
+    became code."""
+    from rag_app.parsing.content_type import ContentType
+    from rag_app.parsing.router import structured_chunks
+
+    html = (
+        "<h3>Setup</h3><ul><li><p>Run as root:</p><ul><li><pre>   apt update\n"
+        "   tools/install-task-pkgs</pre></li></ul></li><li>Log out.</li></ul>"
+        "<ol><li>Build:<pre>make</pre>then wait.</li><li><pre>make install</pre></li>"
+        "<li>Done.</li></ol><p>Users then choose the language.</p>"
+    )
+    text = html_to_text(html).text
+    assert "\n```\n   apt update\n   tools/install-task-pkgs\n```\n" in text
+    assert "- Log out." in text and "\n2.\n\n```\nmake install\n```\n\n3. Done." in text
+    chunks = structured_chunks(text, chunk_size=200, chunk_overlap=30)
+    code = [c.text for c in chunks if c.content_type is ContentType.CODE]
+    assert code == [
+        "```\n   apt update\n   tools/install-task-pkgs\n```",
+        "```\nmake\n```",
+        "```\nmake install\n```",
+    ]
+    after = [c.text for c in chunks if "Users then choose" in c.text]
+    assert after and "```" not in after[0]

@@ -97,6 +97,7 @@ _DEFINITION_BLOCKS = frozenset({"p", "div", "pre", "table", "ul", "ol", "dl", "b
 _DEFINITION_BLOCKS |= frozenset(_HEADINGS)
 _NOT_PROSE = re.compile(r"```|~~~|\||- |> |#|\d+\. ")
 """How a fence, table row, list item, quote or heading block starts."""
+_FENCES = ("```", "~~~")
 _NO_LANGUAGE = frozenset({"default", "none", "text"})
 _LANGUAGE = re.compile(r"[\w+#.-]{1,40}")  # a name a fence line can carry, not a page's whim
 _NESTED_LIST = frozenset({"dl"})
@@ -436,7 +437,8 @@ class _Renderer:
             text = _inline_text(tag)
             self.add_block(f"{'#' * _HEADINGS[name]} {text}" if text else "")
         elif name in ("ul", "ol") and nested:
-            self.add_block((yield _render_list(tag, self._nesting + 1)))
+            for block in (yield _render_list(tag, self._nesting + 1)):
+                self.add_block(block)
         elif name == "table":
             rows, nests_table = _table_rows(tag)
             if _is_layout_table(tag, rows, nests_table):
@@ -480,21 +482,39 @@ def _render_blocks(node: Tag) -> str:
 
 
 def _render_list(tag: Tag, nesting: int) -> _Step:
-    """Step: `- item` / `1. item` lines, continuation lines indented under the marker."""
+    """Step: the blocks of a list: `- item` / `1. item` lines, continuation lines indented
+    under the marker. A code block in an item is a block of its own at the margin, and the
+    list goes on after it: indented under a marker its fence would not be a fence (three
+    spaces at most), so the chunker took the code for prose, reflowed it and met its
+    closing fence as an opening one."""
     ordered = tag.name == "ol"
+    blocks: list[str] = []
     lines: list[str] = []
     number = 0
     for item in tag.find_all("li", recursive=False):
-        blocks = yield _blocks(item, nesting)
-        if not blocks:
+        parts = yield _blocks(item, nesting)
+        if not parts:
             continue
         number += 1
         marker = f"{number}. " if ordered else "- "
-        indent = " " * len(marker)
-        item_lines = "\n".join(blocks).split("\n")
-        lines.append(marker + item_lines[0])
-        lines.extend(indent + line for line in item_lines[1:])
-    return "\n".join(lines)
+        lead = marker
+        for part in parts:
+            if part.startswith(_FENCES):
+                if lead == marker and ordered:
+                    lines.append(marker.rstrip())  # the step whose text is its code
+                if lines:
+                    blocks.append("\n".join(lines))
+                    lines = []
+                blocks.append(part)
+                lead = " " * len(marker)
+                continue
+            first, *rest = part.split("\n")
+            lines.append(lead + first)
+            lines.extend(" " * len(marker) + line for line in rest)
+            lead = " " * len(marker)
+    if lines:
+        blocks.append("\n".join(lines))
+    return blocks
 
 
 def _definitions(tag: Tag) -> Iterator[Tag]:
