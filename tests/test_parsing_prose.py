@@ -32,6 +32,19 @@ def test_split_sentences_english_needs_space_after_terminator() -> None:
     assert split_sentences(text) == ["Pi is 3.14 today.", "See example.com now!", "Really?", "Yes."]
 
 
+def test_a_numbered_list_items_number_is_not_a_sentence() -> None:
+    """`4.` ending a chunk on its own came back as `4.` then `4. For ...` in a passage
+    (two characters are too few to be taken for the chunker's overlap)."""
+    text = "3. Only native.\n4. For the 'f' code, IEEE 754 is used. Always.\n  12. Twelve."
+    assert split_sentences(text) == [
+        "3. Only native.",
+        "4. For the 'f' code, IEEE 754 is used.",
+        "Always.",
+        "12. Twelve.",
+    ]
+    assert split_sentences("Version 4. Then 5.") == ["Version 4.", "Then 5."]
+
+
 def test_split_sentences_line_breaks_are_boundaries() -> None:
     assert split_sentences("一行目\n二行目。三文目。") == ["一行目", "二行目。", "三文目。"]
 

@@ -28,6 +28,7 @@ from rag_app.parsing.content_type import ContentType
 PARAGRAPH_SEPARATOR = "\n\n"
 _CLOSERS = "」』）】〕)]\"'”’"
 _SENTENCE_END = re.compile(rf"(?:[。！？]+|[.!?]+)[{re.escape(_CLOSERS)}]*")
+_ITEM_NUMBER = re.compile(r"\s*\d{1,9}\.")
 _CLAUSE_BREAK = re.compile(r"[\s、，,;；:：]")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\u3000]*\n")
 _NON_SPACE = re.compile(r"\S")
@@ -53,6 +54,8 @@ def _line_units(line: str) -> list[_Unit]:
         end = match.end()
         if match.group(0)[0] in ".!?" and end < len(line) and not line[end].isspace():
             continue  # `3.14`, `example.com`, `!important`: not a sentence end
+        if start == 0 and _ITEM_NUMBER.fullmatch(line, 0, end):
+            continue  # `4. For the ...`: a numbered list item's number, not a sentence
         pieces.append(line[start:end])
         start = end
     pieces.append(line[start:])
