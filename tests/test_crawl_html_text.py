@@ -345,3 +345,29 @@ def test_code_in_a_list_item_is_a_code_block_at_the_margin() -> None:
     ]
     after = [c.text for c in chunks if "Users then choose" in c.text]
     assert after and "```" not in after[0]
+
+
+def test_a_table_or_code_in_a_quote_stays_a_table_or_code_block() -> None:
+    """Sphinx puts every indented table and code example in a `<blockquote>`; behind `> `
+    a pipe row or a fence is not one, so the chunker cut such a table into stray `|` and
+    `> | ... |` pieces and reflowed the code as prose."""
+    from rag_app.parsing.content_type import ContentType
+    from rag_app.parsing.router import structured_chunks
+
+    html = (
+        "<h3>Alignment</h3><p>The options are:</p><blockquote><div><p>Quoted text.</p>"
+        "<table><thead><tr><th>Option</th><th>Meaning</th></tr></thead><tbody>"
+        "<tr><td>'&lt;'</td><td>Left-aligned.</td></tr>"
+        "<tr><td>'^'</td><td>Centered.</td></tr></tbody></table>"
+        "<pre>x = '{:^9}'.format(1)\n    print(x)</pre><p>After.</p></div></blockquote>"
+        "<p>Note that the width matters.</p>"
+    )
+    text = html_to_text(html).text
+    assert "> Quoted text.\n\n| Option | Meaning |" in text
+    assert "\n```\nx = '{:^9}'.format(1)\n    print(x)\n```\n\n> After." in text
+    chunks = structured_chunks(text, chunk_size=200, chunk_overlap=30)
+    rows = [c.text for c in chunks if c.content_type is ContentType.TABLE]
+    assert len(rows) == 2 and all("Option: " in r and "Meaning: " in r for r in rows), rows
+    code = [c.text for c in chunks if c.content_type is ContentType.CODE]
+    assert code == ["```\nx = '{:^9}'.format(1)\n    print(x)\n```"]
+    assert not any(c.text.strip().endswith("\n|") or "> |" in c.text for c in chunks)

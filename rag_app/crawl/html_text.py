@@ -448,8 +448,8 @@ class _Renderer:
         elif name == "pre":
             self.add_block(_fence(tag))
         elif name == "blockquote" and nested:
-            inner = "\n\n".join((yield _blocks(tag, self._nesting + 1)))
-            self.add_block("\n".join(f"> {line}" if line else ">" for line in inner.split("\n")))
+            for block in _quoted((yield _blocks(tag, self._nesting + 1))):
+                self.add_block(block)
         elif name == "dl":
             for block in (yield _render_definitions(tag, self._nesting + 1)):
                 self.add_block(block)
@@ -479,6 +479,30 @@ def _blocks(node: Tag, nesting: int = 0, skip: frozenset[str] = frozenset()) -> 
 
 def _render_blocks(node: Tag) -> str:
     return "\n\n".join(_run(_blocks(node)))
+
+
+def _quoted(blocks: list[str]) -> list[str]:
+    """A quote's blocks: text as `> ` lines, and a code block or table as a block of its
+    own at the margin. Behind `> ` a fence or pipe row is not one to the chunker, which cut
+    such tables into stray `|` pieces and reflowed such code as prose; Sphinx puts every
+    indented table and code example in a `<blockquote>`."""
+    out: list[str] = []
+    run: list[str] = []
+    for block in blocks:
+        if block.startswith((*_FENCES, "|")):
+            if run:
+                out.append(_quote("\n\n".join(run)))
+                run = []
+            out.append(block)
+        else:
+            run.append(block)
+    if run:
+        out.append(_quote("\n\n".join(run)))
+    return out
+
+
+def _quote(text: str) -> str:
+    return "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
 
 
 def _render_list(tag: Tag, nesting: int) -> _Step:
