@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from eval.output_checks import count_defects
 from eval.run_info import code_version, recorded_settings, work_folder
 from rag_app.index.no_match import Evidence
 
@@ -496,8 +497,10 @@ class Report:
     groups: dict[str, Group] = field(init=False)
     scores: dict[str, dict[str, Any]] = field(init=False)
     cutoffs: list[dict[str, Any]] = field(init=False)
+    defects: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
+        self.defects = count_defects(r.output for r in self.results)
         self.groups = summarize(self.results)
         self.scores = top_score_distributions(self.results)
         self.cutoffs = no_match_cutoffs(self.results)
@@ -510,6 +513,7 @@ class Report:
             "confident_rate_none": self.groups["none"].confident if "none" in self.groups else None,
             "top_hit_scores": self.scores,
             "no_match_what_if": self.cutoffs,
+            "output_defects": self.defects,
             "questions": [r.to_json() for r in self.results],
         }
 
@@ -588,6 +592,10 @@ class Report:
             "confident_rate).",
             "",
             self.table(),
+            "",
+            "Hits whose text an LLM would have to guess around (`eval/output_checks.py`): "
+            + ", ".join(f"{k} {v}" for k, v in self.defects.items())
+            + ".",
             "",
             "## Top hit's scores: answerable vs none questions",
             "",

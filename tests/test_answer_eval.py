@@ -216,7 +216,18 @@ def test_score_question_and_report() -> None:
     assert data["confident_rate_none"] == 0.5
     assert data["top_hit_scores"]["none"]["vector_distance"]["n"] == 1
     assert data["questions"][0]["top_vector_distance"] == 0.2
+    shown = "## [1] Source: a\nA › B\n\n```\nx = 1\n```\n### B\nprose\n\n## [2] Source: b\nC\n\nok"
+    odd = score_question(none_q, [], shown, [], pages, 1.0)
+    assert Report(config, index, [odd]).to_json()["output_defects"] == {
+        "hits": 2,
+        "with_any": 1,
+        "heading_below_top": 1,
+        "unclosed_fence": 0,
+        "behind_marker": 0,
+        "bare_item_number": 0,
+    }
     md = report.markdown()
+    assert f"with_any {data['output_defects']['with_any']}" in md
     assert "| code | 1 |" in md and "n1" in md
     rows = {row["cutoff"]: row for row in report.cutoffs}
     assert rows[-1.0] == {
