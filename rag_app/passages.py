@@ -30,6 +30,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rag_app.limits import ELLIPSIS
 from rag_app.results import Hit
 
 HEADER_CHARS = 120
@@ -67,6 +68,15 @@ def section_heading(text: str) -> str:
     repeats its section's heading), or ""."""
     line = text.partition("\n")[0]
     return line if _HEADING_LINE.match(line) else ""
+
+
+def names_section(line: str, heading_path: str) -> bool:
+    """Whether heading `line` is the heading of the last part of `heading_path` (either may
+    have been shortened with an ellipsis). A table row whose first column is `# of items`
+    starts with a line that only looks like a heading."""
+    text = line.lstrip("#").strip().removesuffix(ELLIPSIS).rstrip()
+    last = heading_path.rsplit(" > ", 1)[-1].removesuffix(ELLIPSIS).rstrip()
+    return bool(text and last) and (text.startswith(last) or last.startswith(text))
 
 
 def join_chunks(first: str, second: str, heading: str | None = None) -> str:
@@ -110,8 +120,13 @@ def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[in
     # the heading line the section's chunks repeat (a code block's or table row's chunk
     # has none): the passage is built without it and shows it once, at its top, when any
     # of its chunks starts with it (wherever that chunk lies in the passage)
-    heading = section_heading(hit.text) or next(
-        (h for _, p in sorted(by_index.items()) if (h := section_heading(p.text))), ""
+    heading = next(
+        (
+            h
+            for text in (hit.text, *(p.text for _, p in sorted(by_index.items())))
+            if (h := section_heading(text)) and names_section(h, hit.heading_path)
+        ),
+        "",
     )
     body, titled = _untitled(hit.text, heading)
     grow = {1: True, -1: True}  # a side stops at a gap, another section or the budget
@@ -136,8 +151,9 @@ def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[in
 
 
 def _untitled(text: str, heading: str) -> tuple[str, bool]:
-    """`text` without the leading `heading` line, and whether it had it."""
-    if heading and text.startswith(heading + "\n"):
+    """`text` without the leading `heading` line, and whether it had it (a chunk of an
+    empty section is that line alone)."""
+    if heading and (text == heading or text.startswith(heading + "\n")):
         return text[len(heading) + 1 :], True
     return text, False
 

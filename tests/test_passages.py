@@ -210,14 +210,16 @@ def test_dry_runs_read_what_the_passages_need_in_a_few_reads() -> None:
 
 
 def test_a_section_heading_is_shown_once_in_a_passage_that_starts_at_a_table_row() -> None:
-    rows = [Piece(i, f"Format: {c}\nC Type: t{i}", "S") for i, c in enumerate("abc")]
-    notes = [Piece(3 + i, f"### Notes\nnote {i} " + "x" * 40, "S") for i in range(4)]
+    rows = [Piece(i, f"Format: {c}\nC Type: t{i}", "S > Notes") for i, c in enumerate("abc")]
+    notes = [Piece(3 + i, f"### Notes\nnote {i} " + "x" * 40, "S > Notes") for i in range(4)]
     pieces = rows + notes
 
     def fetch_s(source: str, first: int, last: int) -> list[Piece]:
         return [p for p in pieces if first <= p.chunk_index <= last]
 
-    (wide,) = expand_hits([_hit(2, rows[2].text, path="S")], fetch_s, per_hit=2000, total=3000)
+    (wide,) = expand_hits(
+        [_hit(2, rows[2].text, path="S > Notes")], fetch_s, per_hit=2000, total=3000
+    )
     assert wide.passage.count("### Notes") == 1
     assert all(f"note {i}" in wide.passage for i in range(4)) and "Format: a" in wide.passage
 
@@ -233,16 +235,18 @@ def test_a_heading_is_shown_once_at_the_top_of_a_passage_that_starts_at_a_code_b
     """A code chunk repeats no heading: the prose chunk after it brought the heading into
     the middle of the passage, and the chunk before it brought it again at the top."""
     pieces = [
-        Piece(0, "## Threads\nRun a blocking call in a thread. For example:", "S"),
-        Piece(1, "```python\ndef blocking():\n    time.sleep(1)\n```", "S"),
-        Piece(2, "## Threads\nCalling blocking() directly would block the loop.", "S"),
-        Piece(3, "## Threads\nDue to the GIL, this suits IO-bound work.", "S"),
+        Piece(0, "## Threads\nRun a blocking call in a thread. For example:", "Threads"),
+        Piece(1, "```python\ndef blocking():\n    time.sleep(1)\n```", "Threads"),
+        Piece(2, "## Threads\nCalling blocking() directly would block the loop.", "Threads"),
+        Piece(3, "## Threads\nDue to the GIL, this suits IO-bound work.", "Threads"),
     ]
 
     def fetch_s(source: str, first: int, last: int) -> list[Piece]:
         return [p for p in pieces if first <= p.chunk_index <= last]
 
-    (wide,) = expand_hits([_hit(1, pieces[1].text, path="S")], fetch_s, per_hit=2000, total=3000)
+    (wide,) = expand_hits(
+        [_hit(1, pieces[1].text, path="Threads")], fetch_s, per_hit=2000, total=3000
+    )
     assert wide.passage_chunks == [0, 1, 2, 3]
     assert wide.passage.startswith("## Threads\nRun a blocking call")
     assert wide.passage.count("## Threads") == 1
@@ -250,8 +254,36 @@ def test_a_heading_is_shown_once_at_the_top_of_a_passage_that_starts_at_a_code_b
     # a passage that cannot reach back to the chunk before the code: the heading the
     # prose after it carries is still shown at the top, not after the code
     (code_first,) = expand_hits(
-        [_hit(1, pieces[1].text, path="S")], fetch_s, per_hit=130, total=3000
+        [_hit(1, pieces[1].text, path="Threads")], fetch_s, per_hit=130, total=3000
     )
     assert code_first.passage_chunks == [1, 2]
     assert code_first.passage.startswith("## Threads\n```python")
     assert code_first.passage.count("## Threads") == 1
+
+
+def test_a_row_cell_that_looks_like_a_heading_is_left_in_its_row() -> None:
+    """A table whose first column is `# of items` gives rows starting `# of items: 3`; only
+    a line naming the hit's section is its heading."""
+    pieces = [
+        Piece(0, "### S\nIntro.", "A > S"),
+        Piece(1, "# of items: 3\nName: apple", "A > S"),
+        Piece(2, "# of items: 5\nName: fig", "A > S"),
+    ]
+
+    def fetch_s(source: str, first: int, last: int) -> list[Piece]:
+        return [p for p in pieces if first <= p.chunk_index <= last]
+
+    (wide,) = expand_hits([_hit(1, pieces[1].text, path="A > S")], fetch_s, per_hit=500, total=3000)
+    assert wide.passage == "### S\nIntro.\n# of items: 3\nName: apple\n# of items: 5\nName: fig"
+
+
+def test_a_chunk_of_an_empty_section_adds_no_second_heading() -> None:
+    pieces = [Piece(0, "### S", "A > S"), Piece(1, "### S\nBody of the second S.", "A > S")]
+
+    def fetch_s(source: str, first: int, last: int) -> list[Piece]:
+        return [p for p in pieces if first <= p.chunk_index <= last]
+
+    for index in (0, 1):
+        hit = _hit(index, pieces[index].text, path="A > S")
+        (wide,) = expand_hits([hit], fetch_s, per_hit=500, total=3000)
+        assert wide.passage == "### S\nBody of the second S.", index
