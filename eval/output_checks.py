@@ -4,7 +4,7 @@ A hit's block (`## [n] Source: …` up to the next one) is checked for: a headin
 its top (outside code, where it reads as the start of another section), an unclosed code
 fence, a fence or table row behind a list or quote marker (`- ``` `, `> | a |`: no fence
 or row to a Markdown reader), and a line that is only a list item's number (`4.`, a chunk
-cut after it). Each
+cut after it; not when a code block or table follows, the step's own text). Each
 was seen in real answers and fixed; the counts keep them from coming back unnoticed.
 """
 
@@ -18,9 +18,10 @@ from rag_app.markdown_fences import Fences
 _HIT = re.compile(r"^## \[\d+\] ", re.MULTILINE)
 _HEADING = re.compile(r"#{3,6} \S")
 _BARE_NUMBER = re.compile(r"\s*\d{1,9}\.")
-_BEHIND_MARKER = re.compile(r"\s*(?:[-*>]|\d{1,9}\.)\s*(?:```|~~~|\|)")
+_BEHIND_MARKER = re.compile(r"\s*(?:(?:[-*>]|\d{1,9}\.)\s*)+(?:```|~~~|\|)")
 HEADER_LINES = 2
 """Lines of a hit's block before its passage: the source line and the title/scores line."""
+_BLOCKS = ("```", "~~~", "|")
 CHECKS = ("heading_below_top", "unclosed_fence", "behind_marker", "bare_item_number")
 
 
@@ -37,11 +38,13 @@ def hit_defects(block: str) -> set[str]:
     for index, line in enumerate(body):
         if fences.step(line):
             continue
+        following = body[index + 1] if index + 1 < len(body) else ""
         if index > 0 and _HEADING.match(line):
             found.add("heading_below_top")
         if _BEHIND_MARKER.match(line):
             found.add("behind_marker")
-        if _BARE_NUMBER.fullmatch(line):
+        if _BARE_NUMBER.fullmatch(line) and not following.lstrip().startswith(_BLOCKS):
+            # a numbered step whose text is the code or table after it is not a defect
             found.add("bare_item_number")
     if fences.inside:
         found.add("unclosed_fence")

@@ -371,3 +371,21 @@ def test_a_table_or_code_in_a_quote_stays_a_table_or_code_block() -> None:
     code = [c.text for c in chunks if c.content_type is ContentType.CODE]
     assert code == ["```\nx = '{:^9}'.format(1)\n    print(x)\n```"]
     assert not any(c.text.strip().endswith("\n|") or "> |" in c.text for c in chunks)
+
+
+def test_a_table_in_a_list_item_keeps_its_columns() -> None:
+    """`1. | A | B |` made the item number a column of every row: `1.: 1`, `A: 2`."""
+    from rag_app.parsing.content_type import ContentType
+    from rag_app.parsing.router import structured_chunks
+
+    html = (
+        "<h3>S</h3><ol><li><table><tr><th>A</th><th>B</th></tr><tr><td>1</td><td>2</td></tr>"
+        "</table></li><li>Then this.</li></ol><dl><dt>term</dt><dd><ol><li><pre>code</pre>"
+        "</li></ol></dd></dl>"
+    )
+    text = html_to_text(html).text
+    assert "1.\n\n| A | B |" in text and "2. Then this." in text
+    assert "term: 1." not in text
+    chunks = structured_chunks(text, chunk_size=200, chunk_overlap=30)
+    rows = [c.text for c in chunks if c.content_type is ContentType.TABLE]
+    assert rows == ["A: 1\nB: 2"]

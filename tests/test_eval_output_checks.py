@@ -21,6 +21,13 @@ def test_each_defect_is_found() -> None:
     assert hit_defects(open_fence.removeprefix("## [1] ")) == {"unclosed_fence"}
     in_list = HEAD + "- Run:\n- ```\napt update\n```\n```\n> | a | b |"
     assert hit_defects(in_list.removeprefix("## [1] ")) == {"behind_marker"}
+    nested = HEAD + "> > | a | b |\n- > ```python"
+    assert hit_defects(nested.removeprefix("## [1] ")) == {"behind_marker"}
+
+
+def test_a_step_whose_text_is_its_code_is_not_a_bare_number() -> None:
+    step = HEAD + "1. Build:\n2.\n```\nmake install\n```\n3.\n| A | B |\n| --- | --- |"
+    assert hit_defects(step.removeprefix("## [1] ")) == set()
 
 
 def test_counts_are_per_hit_over_all_outputs() -> None:

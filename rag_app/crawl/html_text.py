@@ -95,9 +95,11 @@ _BREAKS |= frozenset({"search", "menu", "img"})  # an image between two words pa
 _DEFINITION_PARTS = frozenset({"dt", "dd"})
 _DEFINITION_BLOCKS = frozenset({"p", "div", "pre", "table", "ul", "ol", "dl", "blockquote"})
 _DEFINITION_BLOCKS |= frozenset(_HEADINGS)
-_NOT_PROSE = re.compile(r"```|~~~|\||- |> |#|\d+\. ")
+_NOT_PROSE = re.compile(r"```|~~~|\||- |> |#|\d+\.(?: |$)")
 """How a fence, table row, list item, quote or heading block starts."""
-_FENCES = ("```", "~~~")
+_AT_MARGIN = ("```", "~~~", "|")
+"""How a code block or table starts: inside a list item or quote it is a block of its own
+at the margin, where the chunker sees a fence or a pipe table."""
 _NO_LANGUAGE = frozenset({"default", "none", "text"})
 _LANGUAGE = re.compile(r"[\w+#.-]{1,40}")  # a name a fence line can carry, not a page's whim
 _NESTED_LIST = frozenset({"dl"})
@@ -489,7 +491,7 @@ def _quoted(blocks: list[str]) -> list[str]:
     out: list[str] = []
     run: list[str] = []
     for block in blocks:
-        if block.startswith((*_FENCES, "|")):
+        if block.startswith(_AT_MARGIN):
             if run:
                 out.append(_quote("\n\n".join(run)))
                 run = []
@@ -507,10 +509,10 @@ def _quote(text: str) -> str:
 
 def _render_list(tag: Tag, nesting: int) -> _Step:
     """Step: the blocks of a list: `- item` / `1. item` lines, continuation lines indented
-    under the marker. A code block in an item is a block of its own at the margin, and the
-    list goes on after it: indented under a marker its fence would not be a fence (three
-    spaces at most), so the chunker took the code for prose, reflowed it and met its
-    closing fence as an opening one."""
+    under the marker. A code block or table in an item is a block of its own at the
+    margin, and the list goes on after it: indented under a marker a fence is not a fence
+    (three spaces at most), so the chunker took the code for prose, reflowed it and met its
+    closing fence as an opening one; and `1. | A | B |` made `1.` a column of every row."""
     ordered = tag.name == "ol"
     blocks: list[str] = []
     lines: list[str] = []
@@ -523,9 +525,9 @@ def _render_list(tag: Tag, nesting: int) -> _Step:
         marker = f"{number}. " if ordered else "- "
         lead = marker
         for part in parts:
-            if part.startswith(_FENCES):
+            if part.startswith(_AT_MARGIN):
                 if lead == marker and ordered:
-                    lines.append(marker.rstrip())  # the step whose text is its code
+                    lines.append(marker.rstrip())  # the step whose text is its code or table
                 if lines:
                     blocks.append("\n".join(lines))
                     lines = []
