@@ -386,6 +386,9 @@ def test_a_table_in_a_list_item_keeps_its_columns() -> None:
     text = html_to_text(html).text
     assert "1.\n\n| A | B |" in text and "2. Then this." in text
     assert "term: 1." not in text
+    # an unordered item that starts with code: its marker goes on its text after the code
+    bullets = html_to_text("<ul><li>A</li><li><pre>x = 1</pre>About x.</li><li>C</li></ul>")
+    assert bullets.text == "- A\n\n```\nx = 1\n```\n\n- About x.\n- C"
     chunks = structured_chunks(text, chunk_size=200, chunk_overlap=30)
     rows = [c.text for c in chunks if c.content_type is ContentType.TABLE]
     assert rows == ["A: 1\nB: 2"]

@@ -43,6 +43,7 @@ def test_a_numbered_list_items_number_is_not_a_sentence() -> None:
         "12. Twelve.",
     ]
     assert split_sentences("Version 4. Then 5.") == ["Version 4.", "Then 5."]
+    assert split_sentences("1.2. Sub item. More.") == ["1.2. Sub item.", "More."]
 
 
 def test_split_sentences_line_breaks_are_boundaries() -> None:

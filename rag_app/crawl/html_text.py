@@ -532,7 +532,8 @@ def _render_list(tag: Tag, nesting: int) -> _Step:
                     blocks.append("\n".join(lines))
                     lines = []
                 blocks.append(part)
-                lead = " " * len(marker)
+                if ordered:  # an unordered item's marker goes on its first text after
+                    lead = " " * len(marker)
                 continue
             first, *rest = part.split("\n")
             lines.append(lead + first)

@@ -28,7 +28,7 @@ from rag_app.parsing.content_type import ContentType
 PARAGRAPH_SEPARATOR = "\n\n"
 _CLOSERS = "」』）】〕)]\"'”’"
 _SENTENCE_END = re.compile(rf"(?:[。！？]+|[.!?]+)[{re.escape(_CLOSERS)}]*")
-_ITEM_NUMBER = re.compile(r"\s*\d{1,9}\.")
+_ITEM_NUMBER = re.compile(r"\s*\d{1,9}(?:\.\d{1,9}){0,8}\.")
 _CLAUSE_BREAK = re.compile(r"[\s、，,;；:：]")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\u3000]*\n")
 _NON_SPACE = re.compile(r"\S")
