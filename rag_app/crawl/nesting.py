@@ -19,8 +19,7 @@ MAX_TREE_STEPS = 20_000_000
 """Ancestor steps allowed for building one page's tree: 4,400 levels of the shape above
 (19.4 million steps) took 2.0 s to extract. The 621 pages of the Python 3.11 manual,
 aptitude-doc-ja and the Debian Edu manual need at most 368,099 (the manual's general
-index) and at most 0.23 a character, so a page like them at the 5 MB size limit would need
-1.2 million, a sixteenth of the limit; reading the count takes 4 ms for an average one."""
+index); reading the count takes 4 ms for an average one of those pages."""
 _START = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)")
 _VOID = frozenset(
     [
