@@ -58,7 +58,7 @@ def read_local_document(
         raise BinaryContentError.for_file(str(path), kind)
     if path.suffix.lower() in {".html", ".htm"}:
         html, _codec = decode_body(raw, None, is_html=True)
-        page = html_to_text(html, source=str(path))
+        page = html_to_text(html)
         return page.title or cap_title(path.stem), page.text
     text, _codec = decode_body(raw, None, is_html=False)  # UTF-8 as before; BOM, then a guess
     return markdown_title(text) or cap_title(path.stem), text

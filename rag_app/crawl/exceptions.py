@@ -144,17 +144,3 @@ class BinaryContentError(CrawlError):
             "and plain text files are read as text (PDF and Word files need their .pdf or "
             ".docx name).",
         )
-
-
-class PageTooDeepError(CrawlError):
-    """Building the page's tree would take too long (`nesting.MAX_TREE_STEPS`): text after
-    children thousands of levels deep costs time quadratic in the depth."""
-
-    def __init__(self, source: str) -> None:
-        self.url = source
-        self.status: int | None = None
-        name = f"The page {source}" if source else "The HTML"
-        super().__init__(
-            f"{name} nests text after other elements thousands of levels deep, which no "
-            "document does and which would take minutes to read; it was skipped."
-        )

@@ -22,9 +22,7 @@ from typing import Any
 from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, Tag
 from bs4.element import CData, PageElement, ProcessingInstruction
 
-from rag_app.crawl.exceptions import PageTooDeepError
 from rag_app.crawl.links import canonical_link, raw_links, robots_directives
-from rag_app.crawl.nesting import MAX_TREE_STEPS, tree_steps
 from rag_app.crawl.tag_index import TagIndex
 from rag_app.limits import MAX_TITLE_CHARS, shorten
 
@@ -619,12 +617,9 @@ def _title(tags: TagIndex) -> str:
     return cap_title(_inline_text(h1)) if h1 is not None else ""
 
 
-def html_to_text(html: str, url: str = "", source: str = "") -> ExtractedText:
+def html_to_text(html: str, url: str = "") -> ExtractedText:
     """Extract the title and the main content of an HTML document as structured text;
-    with the page's `url`, also its links (before navigation is dropped) and hints.
-    `source` names it in the error for a page too costly to build (default: `url`)."""
-    if tree_steps(html) > MAX_TREE_STEPS:
-        raise PageTooDeepError(source or url)
+    with the page's `url`, also its links (before navigation is dropped) and hints."""
     soup = BeautifulSoup(html, "html.parser")
     tags = TagIndex(soup)
     title = _title(tags)

@@ -106,8 +106,6 @@ async def test_hostile_pages_are_bounded_and_the_server_keeps_answering(
         "/definitions.html": html(
             "定義", "<dl>" + "".join(f"<dt>語{i}<dd><ul><li>意味{i}" for i in range(1500))
         ),
-        # text after a child 40,000 levels deep: building its tree took minutes (N²)
-        "/costly.html": html("深い木", "<ol><li><pre>c</pre>t" * 40_000),
     }
     httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
     for path, body in pages.items():
@@ -139,9 +137,6 @@ async def test_hostile_pages_are_bounded_and_the_server_keeps_answering(
             assert took < 90, (path, took)
             if result.is_error:
                 one_line(result)
-            if path == "/costly.html":
-                assert result.is_error and "skipped" in text_of(result), text_of(result)
-                assert took < 20, took
             assert max(times, default=0) < 3, (path, max(times))  # never frozen
         stats = rag_json(env, "stats")
         defined = stats["source_chunks"].get(httpserver.url_for("/definitions.html"), 0)
@@ -189,7 +184,6 @@ def test_a_folder_with_bad_files(tmp_path: Path, env: dict[str, str]) -> None:
         "<html><body>" + "<div>" * 6000 + "深い" + "</div>" * 6000 + "</body></html>"
     )
     (folder / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 100)
-    (folder / "costly.html").write_text("<html><body>" + "<ol><li><pre>c</pre>t" * 40_000)
     start = time.monotonic()
     done = rag(env, "index", str(folder))
     assert time.monotonic() - start < 120
@@ -202,8 +196,6 @@ def test_a_folder_with_bad_files(tmp_path: Path, env: dict[str, str]) -> None:
         errors = [ln for ln in done.stderr.splitlines() if ln.startswith("  error: ")]
         assert errors and all("Traceback" not in ln for ln in errors)
         assert any("binary.md" in ln for ln in errors)
-    assert done.returncode == 3 and (folder / "costly.html").as_uri() not in stats["sources"]
-    assert any("costly.html" in ln and "skipped" in ln for ln in errors), done.stderr
 
 
 async def test_ipv4_translated_ipv6_is_refused_before_any_connection(
