@@ -70,12 +70,17 @@ def section_heading(text: str) -> str:
     return line if _HEADING_LINE.match(line) else ""
 
 
+def last_heading(heading_path: str) -> str:
+    """The section's own heading: the last part of its `A > B > C` path ("" for none)."""
+    return heading_path.rsplit(" > ", 1)[-1]
+
+
 def names_section(line: str, heading_path: str) -> bool:
     """Whether heading `line` is the heading of the last part of `heading_path` (either may
     have been shortened with an ellipsis). A table row whose first column is `# of items`
     starts with a line that only looks like a heading."""
     text = line.lstrip("#").strip().removesuffix(ELLIPSIS).rstrip()
-    last = heading_path.rsplit(" > ", 1)[-1].removesuffix(ELLIPSIS).rstrip()
+    last = last_heading(heading_path).removesuffix(ELLIPSIS).rstrip()
     return bool(text and last) and (text.startswith(last) or last.startswith(text))
 
 
@@ -142,7 +147,7 @@ def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[in
                 first, second = (body, more) if step == 1 else (more, body)
                 joined = join_chunks(first, second, "") if first and second else first + second
                 now_titled = titled or has_heading
-            if joined is None or len(_titled(joined, heading, now_titled)) > budget:
+            if joined is None or len(joined) + (len(heading) + 1) * now_titled > budget:
                 grow[step] = False
                 continue
             body, titled = joined, now_titled
@@ -334,7 +339,7 @@ def _in_section(heading_path: str, section: str) -> bool:
     return (
         heading_path == section
         or heading_path.startswith(section + " > ")
-        or heading_path.rsplit(" > ", 1)[-1] == section
+        or last_heading(heading_path) == section
     )
 
 
@@ -358,7 +363,7 @@ def reading_text(
         if path != last_path:
             if path and path not in paths:
                 paths.append(path)
-            heading = path.rsplit(" > ", 1)[-1] if path else ""
+            heading = last_heading(path)
             block = chunk
             if heading and not chunk.lstrip().startswith("#"):
                 block = f"{'#' * max(1, min(level, 6))} {heading}\n{chunk}"
