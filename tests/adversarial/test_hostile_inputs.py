@@ -106,6 +106,15 @@ async def test_hostile_pages_are_bounded_and_the_server_keeps_answering(
         "/definitions.html": html(
             "定義", "<dl>" + "".join(f"<dt>語{i}<dd><ul><li>意味{i}" for i in range(1500))
         ),
+        # code and tables in unclosed list items and quotes, each moved to the margin
+        "/margins.html": html(
+            "余白",
+            "".join(
+                f"<ol><li>手順{i}<pre>cmd {i}</pre><blockquote><table><tr><th>列</th></tr>"
+                f"<tr><td>値{i}</td></tr></table>"
+                for i in range(200)  # 200 levels deep; each code and row is a chunk to embed
+            ),
+        ),
     }
     httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
     for path, body in pages.items():
@@ -141,6 +150,10 @@ async def test_hostile_pages_are_bounded_and_the_server_keeps_answering(
         stats = rag_json(env, "stats")
         defined = stats["source_chunks"].get(httpserver.url_for("/definitions.html"), 0)
         assert 0 < defined < 200, defined  # 1,500 short lines, ~20 KB of text
+        margins = stats["source_chunks"].get(httpserver.url_for("/margins.html"), 0)
+        assert 200 <= margins <= 1000, margins  # its 200 code blocks at least, each stored once
+        code = rag_json(env, "search", "cmd 150", "--mode", "bm25")["bm25_hits"][0]
+        assert code["content_type"] == "code" and code["text"] == "```\ncmd 150\n```", code
         titles = rag_json(env, "search", "本文", "--mode", "bm25")
         for hit in titles["bm25_hits"]:
             assert len(hit["title"]) <= 201 and len(hit["heading_path"]) <= 501
