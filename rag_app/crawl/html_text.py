@@ -23,6 +23,7 @@ from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, T
 from bs4.element import CData, PageElement, ProcessingInstruction
 
 from rag_app.crawl.links import canonical_link, raw_links, robots_directives
+from rag_app.crawl.soup import parse_html
 from rag_app.crawl.tag_index import TagIndex
 from rag_app.limits import MAX_TITLE_CHARS, shorten
 
@@ -406,6 +407,12 @@ class _Renderer:
         if block:
             self.blocks.append(block)
 
+    def add_blocks(self, blocks: list[str]) -> None:
+        """Like `add_block` for each; one flush, as blocks from every nesting level pass
+        through here once per enclosing level."""
+        self.flush()
+        self.blocks.extend(block for block in blocks if block)
+
     def walk(self, node: Tag) -> _Step:
         """Render `node`'s children, descending with a stack of child iterators."""
         pending: list[tuple[Iterator[PageElement], bool]] = [(iter(node.children), False)]
@@ -439,8 +446,7 @@ class _Renderer:
             text = _inline_text(tag)
             self.add_block(f"{'#' * _HEADINGS[name]} {text}" if text else "")
         elif name in ("ul", "ol") and nested:
-            for block in (yield _render_list(tag, self._nesting + 1)):
-                self.add_block(block)
+            self.add_blocks((yield _render_list(tag, self._nesting + 1)))
         elif name == "table":
             rows, nests_table = _table_rows(tag)
             if _is_layout_table(tag, rows, nests_table):
@@ -450,11 +456,9 @@ class _Renderer:
         elif name == "pre":
             self.add_block(_fence(tag))
         elif name == "blockquote" and nested:
-            for block in _quoted((yield _blocks(tag, self._nesting + 1))):
-                self.add_block(block)
+            self.add_blocks(_quoted((yield _blocks(tag, self._nesting + 1))))
         elif name == "dl":
-            for block in (yield _render_definitions(tag, self._nesting + 1)):
-                self.add_block(block)
+            self.add_blocks((yield _render_definitions(tag, self._nesting + 1)))
         elif name == "hr":
             self.flush()
         elif name in _BLOCKS or name in ("ul", "ol", "blockquote"):
@@ -620,7 +624,7 @@ def _title(tags: TagIndex) -> str:
 def html_to_text(html: str, url: str = "") -> ExtractedText:
     """Extract the title and the main content of an HTML document as structured text;
     with the page's `url`, also its links (before navigation is dropped) and hints."""
-    soup = BeautifulSoup(html, "html.parser")
+    soup = parse_html(html)
     tags = TagIndex(soup)
     title = _title(tags)
     links: tuple[str, ...] = ()

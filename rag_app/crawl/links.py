@@ -17,6 +17,7 @@ from bs4 import BeautifulSoup, Tag
 
 from rag_app.crawl.exceptions import InvalidPatternError
 from rag_app.crawl.pages import IndexLinks
+from rag_app.crawl.soup import parse_html
 from rag_app.crawl.tag_index import TagIndex
 from rag_app.crawl.url_safety import AddressPolicy, parse_url
 from rag_app.errors import UrlRefusedError
@@ -103,7 +104,7 @@ def _rel(tag: Tag) -> list[str]:
 def _index(page: str | BeautifulSoup | TagIndex) -> TagIndex:
     if isinstance(page, TagIndex):
         return page
-    return TagIndex(page if isinstance(page, BeautifulSoup) else BeautifulSoup(page, "html.parser"))
+    return TagIndex(page if isinstance(page, BeautifulSoup) else parse_html(page))
 
 
 def canonical_link(page: BeautifulSoup | TagIndex, page_url: str) -> str | None:
