@@ -177,7 +177,7 @@ def _remove_boilerplate(tags: TagIndex) -> None:
     tags.remove(tags.named(_DROP_ALWAYS))
     # Sphinx and MkDocs put a permalink `¶` after every heading and signature
     permalinks = [t for t in tags.named("a") if "headerlink" in (t.get("class") or ())]
-    tags.remove([t for t in permalinks if t.get_text().strip() in _PERMALINK_MARKS])
+    tags.remove([t for t in permalinks if _short_text(t) in _PERMALINK_MARKS])
     # navigation bars and sidebars that are not <nav> elements (Sphinx: role="navigation",
     # with an <h3> of their own), unless they hold the page's <main> or <article>
     with_content = _holding(tags, _CONTENT_REGIONS)
@@ -196,6 +196,28 @@ def _remove_boilerplate(tags: TagIndex) -> None:
     # Some sites wrap the whole page in one <form>; keep forms that hold content.
     with_content = _holding(tags, _FORM_CONTENT)
     tags.remove([t for t in tags.named("form") if id(t) not in with_content])
+
+
+def _short_text(tag: Tag, limit: int = 8) -> str | None:
+    """`tag.get_text().strip()` if it is at most `limit` characters, else None, reading
+    no more of the tag than that: nested anchors each reading all of theirs (or bs4's
+    `strings`, which first walks down to the last descendant) was quadratic."""
+    types = tag.interesting_string_types
+    text = ""
+    stack: list[Iterator[PageElement]] = [iter(tag.children)]
+    for _ in range(64):
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+            if not stack:
+                return text.strip()
+        elif isinstance(node, Tag):
+            stack.append(iter(node.children))
+        elif type(node) is types if isinstance(types, type) else type(node) in types:
+            text += node
+            if len(text.strip()) > limit:
+                return None
+    return None
 
 
 def _main_region(soup: BeautifulSoup, tags: TagIndex) -> Tag:
@@ -408,10 +430,11 @@ class _Renderer:
             self.blocks.append(block)
 
     def add_blocks(self, blocks: list[str]) -> None:
-        """Like `add_block` for each; one flush, as blocks from every nesting level pass
+        """`add_block` for each, with one flush: blocks from every nesting level pass
         through here once per enclosing level."""
-        self.flush()
-        self.blocks.extend(block for block in blocks if block)
+        if blocks:
+            self.flush()
+            self.blocks.extend(block for block in blocks if block)
 
     def walk(self, node: Tag) -> _Step:
         """Render `node`'s children, descending with a stack of child iterators."""
