@@ -18,6 +18,7 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode
 from llama_index.core.utils import get_tqdm_iterable
 
+from rag_app.errors import RAGError
 from rag_app.parsing.chunk import MAX_TITLE_CHARS, Chunk, shorten
 from rag_app.parsing.metadata_modes import set_metadata_modes
 
@@ -42,8 +43,25 @@ def check_sizes(chunk_size: int, chunk_overlap: int) -> None:
         )
 
 
+POSITION_WINDOW = 32_768
+"""How far past the last chunk found a chunk's text is looked for in its document."""
+
+
+class TooManyChunksError(RAGError):
+    """A document makes more chunks than `RAG_MAX_CHUNKS_PER_SOURCE` allows."""
+
+    def __init__(self, source: str, count: int, cap: int) -> None:
+        super().__init__(
+            f"{source} makes {count:,} chunks, more than RAG_MAX_CHUNKS_PER_SOURCE "
+            f"({cap:,}), so it was skipped; raise the setting to index it."
+        )
+
+
 class ChunkingNodeParser(NodeParser):
     """A NodeParser whose splitting is a pure `text -> list[Chunk]` function."""
+
+    max_chunks: int | None = None
+    """A document that makes more chunks is refused (`TooManyChunksError`); None: no cap."""
 
     @abstractmethod
     def split_chunks(self, text: str) -> list[Chunk]:
@@ -73,8 +91,45 @@ class ChunkingNodeParser(NodeParser):
         parsed: list[BaseNode] = []
         for node in get_tqdm_iterable(nodes, show_progress, "Parsing nodes"):
             chunks = self.split_chunks(node.get_content(metadata_mode=MetadataMode.NONE))
+            if self.max_chunks is not None and len(chunks) > self.max_chunks:
+                # before building nodes (~0.1 ms each): a page of a million tiny chunks
+                # would take minutes to be refused afterwards
+                raise TooManyChunksError(node.node_id, len(chunks), self.max_chunks)
             parsed.extend(self._build_nodes(chunks, node))
         return parsed
+
+    def _postprocess_parsed_nodes(
+        self, nodes: list[BaseNode], parent_doc_map: dict[str, Document]
+    ) -> list[BaseNode]:
+        """LlamaIndex's post-processing, with each chunk looked up in its document only
+        within `POSITION_WINDOW` characters of the last one found.
+
+        LlamaIndex searches the whole rest of the document for each chunk's text to set
+        `start_char_idx`. Chunks the chunker rewrote (table rows as `column: value`,
+        re-fenced code, prose joined with its overlap) are not in it, so each such search
+        ran to the document's end: a 3 MB page of prose took 42 s. Such a chunk has no
+        position, as before; a verbatim one further than the window has none either."""
+        found_at: dict[str, int] = {}
+        for node in nodes:
+            doc = parent_doc_map.get(node.ref_doc_id or "")
+            if doc is None or not isinstance(node, TextNode):
+                continue
+            content = node.get_content(metadata_mode=MetadataMode.NONE)
+            start = found_at.get(doc.id_, 0)
+            at = doc.text.find(content, start, start + len(content) + POSITION_WINDOW)
+            if at >= 0:
+                node.start_char_idx, node.end_char_idx = at, at + len(content)
+                found_at[doc.id_] = at + 1
+        nodes = super()._postprocess_parsed_nodes(nodes, {})  # links and node metadata
+        for node in nodes:
+            doc = parent_doc_map.get(node.ref_doc_id or "")
+            if doc is None:
+                continue
+            if doc.source_node is not None:
+                node.relationships[NodeRelationship.SOURCE] = doc.source_node
+            if self.include_metadata:
+                node.metadata = {**doc.metadata, **node.metadata}
+        return nodes
 
     def get_nodes_from_documents(
         self,

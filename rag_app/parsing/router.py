@@ -59,6 +59,10 @@ def _paragraphs(text: str) -> list[tuple[str, bool]]:
     return paragraphs
 
 
+MAX_FENCE_CHARS = 80
+"""A code block's fence line, as each of its pieces repeats it, is cut to this length."""
+
+
 def code_chunks(
     block: str,
     chunk_size: int,
@@ -78,6 +82,9 @@ def code_chunks(
     lines = block.split("\n")[1:]
     if lines and lines[-1].strip().startswith(run[0] * 3):
         lines = lines[:-1]
+    # Every piece repeats the fences: cut them, or a long info string or fence run made
+    # the chunk text grow with the square of the block (a 100 KB info string, 3,490 pieces).
+    open_line, run = open_line[:MAX_FENCE_CHARS], run[:MAX_FENCE_CHARS]
     room = max(limit - len(open_line) - len(run) - 2, 20)
     pieces: list[list[str]] = [[]]
     size = 0
@@ -197,6 +204,7 @@ class StructuredNodeParser(SizedNodeParser):
     def from_settings(cls, settings: RAGSettings, **kwargs: Any) -> StructuredNodeParser:
         """Sizes from `RAG_CHUNK_SIZE` / `RAG_CHUNK_OVERLAP` / `RAG_CODE_BLOCK_CHARS`."""
         kwargs.setdefault("code_block_chars", settings.rag_code_block_chars)
+        kwargs.setdefault("max_chunks", settings.rag_max_chunks_per_source)
         return cls(settings.rag_chunk_size, settings.rag_chunk_overlap, **kwargs)
 
     @classmethod

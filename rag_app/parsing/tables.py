@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from itertools import zip_longest
 
 from rag_app.parsing.base import SizedNodeParser, check_sizes
 from rag_app.parsing.chunk import (
@@ -244,20 +243,22 @@ def row_texts(header: Sequence[str], cells: Sequence[str], line: str, chunk_size
     """The chunk text(s) of one data row (see the module docstring for the size rule)."""
     if not header:
         return [line.strip()] if line.strip() else []
-    pairs = list(zip_longest(header, cells, fillvalue=""))
-    first = _pair(*pairs[0]) if pairs[0][1] else ""
-    rest = [_pair(h, v) for h, v in pairs[1:] if v]
+    # the row's own cells only: a wide header over many short rows cost columns × rows
+    first = _pair(header[0], cells[0]) if cells and cells[0] else ""
+    rest = [_pair(header[i] if i < len(header) else "", v) for i, v in enumerate(cells) if i and v]
     if not rest:
         return [first] if first else []
     prefix = f"{first}\n" if first else ""
     repeated = f"{shorten(first, MAX_HEADING_CHARS)}\n" if first else ""
     texts: list[str] = []
     group: list[str] = []
+    size = 0  # len(", ".join(group)), kept as it grows
     for item in rest:
-        if group and len(prefix) + len(", ".join([*group, item])) > chunk_size:
+        if group and len(prefix) + size + 2 + len(item) > chunk_size:
             texts.append(prefix + ", ".join(group))
-            group = []
+            group, size = [], 0
             prefix = repeated
+        size += len(item) + (2 if group else 0)
         group.append(item)
     texts.append(prefix + ", ".join(group))
     return texts

@@ -34,6 +34,11 @@ _CJK_BREAK (html_text)            only a position right after a CJK character pa
 was markdown_title's regex        `(.+?)\s*#*\s*$`: O(n^3) on a run of spaces; now str
   (html_text)                       methods (`_markdown_heading`)
 user URL pattern (links)          google-re2: automaton matching, never backtracks
+_BOUND_PAIR (index/tokenizer)     a katakana or kanji label starts only at its run's first
+                                    character (or second, after a Latin letter or digit);
+                                    was tried from every character of a run, each try
+                                    backtracking from the run's end: O(n^2) (8,000 kanji,
+                                    2.2 s)
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import pytest
 from rag_app import markdown_fences
 from rag_app.crawl import charset, html_text
 from rag_app.crawl.links import compile_pattern
+from rag_app.index import tokenizer
 from rag_app.parsing import content_type, headings, prose, tables
 from rag_app.parsing.router import structured_chunks
 
@@ -266,3 +272,16 @@ def test_user_url_pattern_runs_on_re2(pattern: str, url: str) -> None:
     compiled = compile_pattern(pattern)
     assert compiled is not None
     within(compiled.search, url)
+
+
+# -- index/tokenizer ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run", ["漢", "ア", "ー", "々", "a漢", "1ア"])
+def test_bound_pair(run: str) -> None:
+    text = run * (SIZE // len(run))
+    within(tokenizer._BOUND_PAIR.findall, text)
+    within(tokenizer._BOUND_PAIR.findall, text + ": 12")
+    # a label after a Latin letter or digit starts at its run's second character, as before
+    assert tokenizer.bound_terms("a漢字1") == [f"{tokenizer.BOUND}字#1"]
+    assert tokenizer.bound_terms("xアイウ 2") == [f"{tokenizer.BOUND}いう#2"]
