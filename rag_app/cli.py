@@ -19,7 +19,7 @@ from rag_app.console import VersionAction, guarded, progress_reporter
 from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.failure_text import failure_line
-from rag_app.limits import MAX_CRAWL_PAGES
+from rag_app.limits import MAX_CRAWL_PAGES, without_surrogates
 from rag_app.results import SEARCH_MODES, CrawlSummary, RefreshSummary
 
 if TYPE_CHECKING:  # settings (pydantic) and asyncio are imported after the arguments are read
@@ -452,6 +452,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
         print(completion_script(parser, args.shell), end="")
         return 0
+    if getattr(args, "query", None) is not None:
+        args.query = without_surrogates(args.query)  # a byte that is not UTF-8
     if getattr(args, "query", None) is not None and not args.query.strip():
         print("error: the query is empty; type what you are looking for.", file=sys.stderr)
         return 2

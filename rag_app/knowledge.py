@@ -68,6 +68,7 @@ from rag_app.limits import (
     MAX_SOURCE_CHARS,
     MAX_TITLE_CHARS,
     shorten,
+    without_surrogates,
 )
 from rag_app.local_files import scan_dir
 from rag_app.owner_lock import StoreOwnerLock, state_dirs
@@ -913,6 +914,7 @@ class KnowledgeBase:
         """
         if not query or not query.strip():
             raise EmptyQueryError("The query is empty; type what you are looking for.")
+        query = without_surrogates(query)
         if len(query) > MAX_QUERY_CHARS:
             raise RAGError(
                 f"The query is {len(query):,} characters long; the limit is "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 MAX_QUERY_CHARS = 2000  # a search query (rag search, rag_search)
 MAX_URL_CHARS = 2048  # a URL to add or crawl
 MAX_PATTERN_CHARS = 500  # a crawl URL pattern (regular expression)
@@ -20,6 +22,16 @@ def shorten(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[: max(limit - 1, 0)].rstrip() + ELLIPSIS
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str) -> str:
+    """`text` with lone surrogates (which UTF-8, MeCab and the embedding model cannot
+    take) as U+FFFD. Python makes them of bytes that are not UTF-8 in a command-line
+    argument, and JSON's `\\ud800` escapes make them too."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 MAX_READ_CHARS = 50_000  # one rag_read page

@@ -216,3 +216,8 @@ def test_english_words_meet_their_other_forms(tok: JapaneseTokenizer) -> None:
     assert stem("freezing") == stem("freeze") != "freezing"
     assert stem("bisect_left") == "bisect_left" and stem("すらいむ") == "すらいむ"
     assert "bisect_left" in tok("bisect_left") and "listed" not in tok("listed")
+
+
+def test_lone_surrogates_are_replaced_not_fatal() -> None:
+    # MeCab raised UnicodeEncodeError on them (a command-line byte that is not UTF-8)
+    assert get_tokenizer()("a\ud800スライム") == get_tokenizer()("a\ufffdスライム")

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 import fugashi
 import Stemmer
 
-from rag_app.limits import TOKENIZER_PIECE_CHARS
+from rag_app.limits import TOKENIZER_PIECE_CHARS, without_surrogates
 
 # Bump when the rules change: stored token ids are then re-derived from text.
 TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v5-kana-fold-grams-bound-code-names-en-stem"
@@ -115,8 +115,9 @@ STOP_WORDS: frozenset[str] = frozenset(
 
 
 def normalize(text: str) -> str:
-    """NFKC (full-width → half-width, half-width kana → full-width) and lower case."""
-    return unicodedata.normalize("NFKC", text).lower()
+    """NFKC (full-width → half-width, half-width kana → full-width) and lower case; lone
+    surrogates as U+FFFD (MeCab cannot take them)."""
+    return unicodedata.normalize("NFKC", without_surrogates(text)).lower()
 
 
 def fold_kana(text: str) -> str:

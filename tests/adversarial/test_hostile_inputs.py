@@ -65,6 +65,8 @@ async def test_oversized_query_and_arguments(tmp_path: Path, env: dict[str, str]
         await still_answers(client)
     cli = rag(env, "search", "a " * 60_000)  # near the OS limit for one argument
     assert cli.returncode in (1, 2) and cli.stderr.count("\n") == 1, cli.stderr
+    not_utf8 = rag(env, "search", "\udcff スライム")  # the byte 0xff, as Python reads argv
+    assert not_utf8.returncode == 0, not_utf8.stderr
 
 
 async def test_catastrophic_crawl_pattern(
