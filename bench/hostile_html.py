@@ -67,7 +67,7 @@ def main() -> None:
         spent = seconds(html_to_text, *pages)
         print(f"real manual pages: {len(pages)} pages, {mb:.1f} MB, {spent / mb:.2f} s/MB")
     print(
-        f"{'shape':26} {'bytes at 4n':>11}  {'stock 4n s (×)':>16} {'parse 4n s (×)':>16}"
+        f"{'shape':26} {'chars at 4n':>11}  {'stock 4n s (×)':>16} {'parse 4n s (×)':>16}"
         f" {'extract 4n s (×)':>17} {'extract s/MB':>12}"
     )
     for name, shape in SHAPES.items():

@@ -202,7 +202,8 @@ class StructuredNodeParser(SizedNodeParser):
 
     @classmethod
     def from_settings(cls, settings: RAGSettings, **kwargs: Any) -> StructuredNodeParser:
-        """Sizes from `RAG_CHUNK_SIZE` / `RAG_CHUNK_OVERLAP` / `RAG_CODE_BLOCK_CHARS`."""
+        """Sizes from `RAG_CHUNK_SIZE` / `RAG_CHUNK_OVERLAP` / `RAG_CODE_BLOCK_CHARS`, the
+        cap from `RAG_MAX_CHUNKS_PER_SOURCE`."""
         kwargs.setdefault("code_block_chars", settings.rag_code_block_chars)
         kwargs.setdefault("max_chunks", settings.rag_max_chunks_per_source)
         return cls(settings.rag_chunk_size, settings.rag_chunk_overlap, **kwargs)
