@@ -452,8 +452,9 @@ def _main(argv: Sequence[str] | None) -> int:
 
         print(completion_script(parser, args.shell), end="")
         return 0
-    if getattr(args, "query", None) is not None:
-        args.query = without_surrogates(args.query)  # a byte that is not UTF-8
+    for name in ("query", "url", "pattern", "exclude"):  # not paths: those keep their bytes
+        if isinstance(getattr(args, name, None), str):
+            setattr(args, name, without_surrogates(getattr(args, name)))  # not UTF-8
     if getattr(args, "query", None) is not None and not args.query.strip():
         print("error: the query is empty; type what you are looking for.", file=sys.stderr)
         return 2

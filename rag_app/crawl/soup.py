@@ -35,9 +35,10 @@ from rag_app.limits import shorten
 
 log = logging.getLogger(__name__)
 
-_CLOSE_WORK = 16
-"""Characters rescanned at the end of the input, per character of the page, at most:
-a real page leaves at most a construct or two unterminated (a truncated comment)."""
+_CLOSE_WORK = 32
+"""Characters rescanned at the end of the input, per character of the page, at most (plus
+10 M, ~0.5 s): a real page leaves a construct or two unterminated (a truncated comment);
+C code after an unclosed `<pre>` makes each `<name` one (200 lines of it fit)."""
 
 
 class BrokenMarkupError(RAGError, ValueError):
@@ -60,6 +61,10 @@ class _NameCounts(Counter[str]):
 class _OutOfBudget(Exception):
     """The end of the input would cost more rescanning than the page is worth."""
 
+    def __init__(self, at: int) -> None:
+        super().__init__(at)
+        self.at = at
+
 
 class _Parser(BeautifulSoupHTMLParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -75,13 +80,13 @@ class _Parser(BeautifulSoupHTMLParser):
 
     def close(self) -> None:
         self._closing = True
-        self._rescan_budget = _CLOSE_WORK * self._page_chars + 1_000_000
+        self._rescan_budget = _CLOSE_WORK * self._page_chars + 10_000_000
         try:
             super().close()
-        except _OutOfBudget:
+        except _OutOfBudget as out:
             log.warning(
                 "HTML ends in %s characters of unterminated tags or comments; they were left out.",
-                f"{len(self.rawdata):,}",
+                f"{len(self.rawdata) - out.at:,}",
             )
             self.rawdata = ""
 
@@ -91,7 +96,7 @@ class _Parser(BeautifulSoupHTMLParser):
         if end < 0 and self._closing:
             self._rescan_budget -= 2 * (len(self.rawdata) - i)
             if self._rescan_budget < 0:
-                raise _OutOfBudget
+                raise _OutOfBudget(i)
         return end
 
     def parse_starttag(self, i: int) -> int:

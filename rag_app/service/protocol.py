@@ -60,7 +60,9 @@ def retrieval_options(settings: RAGSettings) -> dict[str, Any]:
 
 
 def line(kind: str, value: Any) -> bytes:
-    return json.dumps({kind: value}, ensure_ascii=False).encode() + b"\n"
+    # "replace": a lone surrogate (a file name's byte that is not UTF-8, in a message)
+    # becomes "?" instead of failing the reply
+    return json.dumps({kind: value}, ensure_ascii=False).encode("utf-8", "replace") + b"\n"
 
 
 def error_payload(err: BaseException) -> dict[str, Any]:

@@ -52,10 +52,15 @@ def test_chunk_positions_are_looked_up_nearby_only() -> None:
     assert nodes[1].start_char_idx is None  # the row, written as `a: x, b: 1`
 
 
-def test_a_page_of_too_many_chunks_is_refused_before_its_nodes_are_built() -> None:
+def test_a_page_of_too_many_chunks_is_refused_before_its_nodes_are_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     parser = StructuredNodeParser(200, 30, max_chunks=5_000)
+    built = StructuredNodeParser._build_nodes
+    monkeypatch.setattr(StructuredNodeParser, "_build_nodes", lambda *a: pytest.fail("built"))
     with pytest.raises(TooManyChunksError) as caught:
         parser.get_nodes_from_documents([Document(text="a\f" * 20_000, id_="page.txt")])
+    monkeypatch.setattr(StructuredNodeParser, "_build_nodes", built)
     assert str(caught.value) == (
         "page.txt makes 20,000 chunks, more than RAG_MAX_CHUNKS_PER_SOURCE (5,000), "
         "so it was skipped; raise the setting to index it."

@@ -67,6 +67,13 @@ async def test_oversized_query_and_arguments(tmp_path: Path, env: dict[str, str]
     assert cli.returncode in (1, 2) and cli.stderr.count("\n") == 1, cli.stderr
     not_utf8 = rag(env, "search", "\udcff スライム")  # the byte 0xff, as Python reads argv
     assert not_utf8.returncode == 0, not_utf8.stderr
+    folder = tmp_path / "mix"
+    folder.mkdir()
+    (folder / "good.md").write_text("# 良い\n\nスライムの説明。", encoding="utf-8")
+    (folder / "bad\udcff.pdf").write_bytes(b"not a pdf")  # its error names a non-UTF-8 byte
+    mixed = rag(env, "index", str(folder))
+    assert mixed.returncode == 3 and "bad" in mixed.stderr, mixed.stderr
+    assert "stopped" not in mixed.stderr, mixed.stderr
 
 
 async def test_catastrophic_crawl_pattern(
