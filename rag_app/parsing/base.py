@@ -50,9 +50,10 @@ POSITION_WINDOW = 32_768
 class TooManyChunksError(RAGError):
     """A document makes more chunks than `RAG_MAX_CHUNKS_PER_SOURCE` allows."""
 
-    def __init__(self, source: str, count: int, cap: int) -> None:
+    def __init__(self, source: str, count: int, cap: int, *, at_least: bool = False) -> None:
+        makes = f"makes at least {count:,}" if at_least else f"makes {count:,}"
         super().__init__(
-            f"{source} makes {count:,} chunks, more than RAG_MAX_CHUNKS_PER_SOURCE "
+            f"{source} {makes} chunks, more than RAG_MAX_CHUNKS_PER_SOURCE "
             f"({cap:,}), so it was skipped; raise the setting to index it."
         )
 
@@ -62,6 +63,10 @@ class ChunkingNodeParser(NodeParser):
 
     max_chunks: int | None = None
     """A document that makes more chunks is refused (`TooManyChunksError`); None: no cap."""
+
+    def least_chunks(self, text: str) -> int:
+        """A cheap lower bound on how many chunks `text` makes, to refuse it unsplit."""
+        return 0
 
     @abstractmethod
     def split_chunks(self, text: str) -> list[Chunk]:
@@ -90,7 +95,11 @@ class ChunkingNodeParser(NodeParser):
     ) -> list[BaseNode]:
         parsed: list[BaseNode] = []
         for node in get_tqdm_iterable(nodes, show_progress, "Parsing nodes"):
-            chunks = self.split_chunks(node.get_content(metadata_mode=MetadataMode.NONE))
+            text = node.get_content(metadata_mode=MetadataMode.NONE)
+            least = self.least_chunks(text)
+            if self.max_chunks is not None and least > self.max_chunks:
+                raise TooManyChunksError(node.node_id, least, self.max_chunks, at_least=True)
+            chunks = self.split_chunks(text)
             if self.max_chunks is not None and len(chunks) > self.max_chunks:
                 # before building nodes (~0.1 ms each): a page of a million tiny chunks
                 # would take minutes to be refused afterwards

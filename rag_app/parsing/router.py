@@ -212,5 +212,12 @@ class StructuredNodeParser(SizedNodeParser):
     def class_name(cls) -> str:
         return "StructuredNodeParser"
 
+    def least_chunks(self, text: str) -> int:
+        """Every page holding text makes a chunk at least: a page of a million form feeds
+        between letters is refused before ~10 s/MB of chunking."""
+        if PAGE_BREAK not in text:
+            return 0
+        return sum(1 for page in text.split(PAGE_BREAK) if page.strip())
+
     def split_chunks(self, text: str) -> list[Chunk]:
         return structured_chunks(text, self.chunk_size, self.chunk_overlap, self.code_block_chars)

@@ -62,7 +62,15 @@ def test_a_page_of_too_many_chunks_is_refused_before_its_nodes_are_built(
         parser.get_nodes_from_documents([Document(text="a\f" * 20_000, id_="page.txt")])
     monkeypatch.setattr(StructuredNodeParser, "_build_nodes", built)
     assert str(caught.value) == (
-        "page.txt makes 20,000 chunks, more than RAG_MAX_CHUNKS_PER_SOURCE (5,000), "
+        "page.txt makes at least 20,000 chunks, more than RAG_MAX_CHUNKS_PER_SOURCE (5,000), "
         "so it was skipped; raise the setting to index it."
     )
+    split = StructuredNodeParser.split_chunks  # pages are counted before any is chunked
+    monkeypatch.setattr(StructuredNodeParser, "split_chunks", lambda *a: pytest.fail("split"))
+    with pytest.raises(TooManyChunksError):
+        parser.get_nodes_from_documents([Document(text="a\f" * 500_000)])
+    monkeypatch.setattr(StructuredNodeParser, "split_chunks", split)
+    with pytest.raises(TooManyChunksError) as caught:  # not paged: counted once split
+        parser.get_nodes_from_documents([Document(text="|k|v|\n|--|--|\n" + "|x|y|\n" * 6_000)])
+    assert "makes 6,000 chunks" in str(caught.value)
     assert len(parser.get_nodes_from_documents([Document(text="a\f" * 5_000)])) == 5_000
