@@ -452,9 +452,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
         print(completion_script(parser, args.shell), end="")
         return 0
-    for name in ("query", "url", "pattern", "exclude"):  # not paths: those keep their bytes
-        if isinstance(getattr(args, name, None), str):
-            setattr(args, name, without_surrogates(getattr(args, name)))  # not UTF-8
+    for name in ("query", "url", "pattern", "exclude", "source"):  # a byte that is not UTF-8
+        value = getattr(args, name, None)
+        if isinstance(value, str) and (name != "source" or "://" in value):  # paths keep theirs
+            setattr(args, name, without_surrogates(value))
     if getattr(args, "query", None) is not None and not args.query.strip():
         print("error: the query is empty; type what you are looking for.", file=sys.stderr)
         return 2

@@ -67,6 +67,8 @@ async def test_oversized_query_and_arguments(tmp_path: Path, env: dict[str, str]
     assert cli.returncode in (1, 2) and cli.stderr.count("\n") == 1, cli.stderr
     not_utf8 = rag(env, "search", "\udcff スライム")  # the byte 0xff, as Python reads argv
     assert not_utf8.returncode == 0, not_utf8.stderr
+    gone = rag(env, "delete", "http://a.example/\udcff")
+    assert gone.returncode == 1 and "service" not in gone.stderr, gone.stderr
     folder = tmp_path / "mix"
     folder.mkdir()
     (folder / "good.md").write_text("# 良い\n\nスライムの説明。", encoding="utf-8")
