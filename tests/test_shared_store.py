@@ -147,13 +147,17 @@ async def test_nothing_is_lost_with_three_servers_two_indexers_and_a_crawl(
 
 
 def test_kill_9_at_random_moments_loses_nothing_reported_committed(tmp_path: Path) -> None:
-    """20 rounds: a writer (the owner itself, or a `rag` client) is killed mid-work."""
+    """At least 20 rounds: a writer (the owner itself, or a `rag` client) is killed
+    mid-work. A round whose `rag index` finished before its moment kills nothing, so
+    rounds go on (up to 40) until 8 owners and 3 clients were killed mid-work."""
     env = store_env(tmp_path)
     rng = random.Random(9)
     committed: set[str] = set()
     folder = tmp_path / "notes"
     victims = []
-    for round_no in range(20):
+    for round_no in range(40):
+        if round_no >= 20 and victims.count("owner") >= 8 and victims.count("client") >= 3:
+            break
         write_notes(folder, f"r{round_no:02d}x", 4, words=4)  # new work every round
         proc = rag_async(env, "index", str(folder))
         time.sleep(rng.uniform(0.2, 2.0))
