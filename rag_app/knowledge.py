@@ -72,7 +72,6 @@ from rag_app.limits import (
 )
 from rag_app.local_files import scan_dir
 from rag_app.owner_lock import StoreOwnerLock, state_dirs
-from rag_app.parsing.base import TooManyChunksError
 from rag_app.parsing.metadata_modes import ApplyMetadataModes
 from rag_app.parsing.router import StructuredNodeParser
 from rag_app.passages import (
@@ -520,10 +519,7 @@ class KnowledgeBase:
             ) from None
         except RecursionError:
             raise RAGError(f"{doc.doc_id} is nested too deeply to chunk; it was skipped.") from None
-        cap = self.settings.rag_max_chunks_per_source
-        if len(nodes) > cap:  # the parser refuses first; this holds for any parser
-            raise TooManyChunksError(doc.doc_id, len(nodes), cap)
-        return list(nodes)
+        return list(nodes)  # the parser refused it above RAG_MAX_CHUNKS_PER_SOURCE
 
     @_storage_guard
     async def ingest_page(self, url: str, *, prune: bool = False) -> IngestResult:

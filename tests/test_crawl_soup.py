@@ -9,8 +9,9 @@ import pytest
 from bs4 import BeautifulSoup, PageElement, Tag
 from test_crawl_site_helper import FIXTURE_PAGES
 
+from rag_app.crawl.exceptions import BrokenMarkupError
 from rag_app.crawl.html_text import html_to_text
-from rag_app.crawl.soup import BrokenMarkupError, parse_html
+from rag_app.crawl.soup import parse_html
 
 _TAGS = [
     "div",

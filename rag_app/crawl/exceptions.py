@@ -113,6 +113,10 @@ class InvalidPatternError(RAGError, ValueError):
     """The URL filter pattern is not a usable regular expression."""
 
 
+class BrokenMarkupError(RAGError, ValueError):
+    """`html.parser` rejects the page (`<![ x`)."""
+
+
 class BinaryContentError(CrawlError):
     """A body served or named as text is binary (NUL bytes or a known file signature)."""
 

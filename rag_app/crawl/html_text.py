@@ -199,25 +199,20 @@ def _remove_boilerplate(tags: TagIndex) -> None:
 
 
 def _short_text(tag: Tag, limit: int = 8) -> str | None:
-    """`tag.get_text().strip()` if it is at most `limit` characters, else None, reading
-    no more of the tag than that: nested anchors each reading all of theirs (or bs4's
+    """`tag.get_text().strip()` if it is at most `limit` characters and `tag` holds at
+    most 64 nodes, else None: nested anchors each reading all of theirs (or bs4's
     `strings`, which first walks down to the last descendant) was quadratic."""
+    nodes = list(islice(_children_of(tag, lambda _: True), 65))
+    if len(nodes) > 64:
+        return None
     types = tag.interesting_string_types
-    text = ""
-    stack: list[Iterator[PageElement]] = [iter(tag.children)]
-    for _ in range(64):
-        node = next(stack[-1], None)
-        if node is None:
-            stack.pop()
-            if not stack:
-                return text.strip()
-        elif isinstance(node, Tag):
-            stack.append(iter(node.children))
-        elif type(node) is types if isinstance(types, type) else type(node) in types:
-            text += node
-            if len(text.strip()) > limit:
-                return None
-    return None
+    text = "".join(
+        node
+        for node in nodes
+        if not isinstance(node, Tag)
+        and (type(node) is types if isinstance(types, type) else type(node) in types)
+    ).strip()
+    return text if len(text) <= limit else None
 
 
 def _main_region(soup: BeautifulSoup, tags: TagIndex) -> Tag:

@@ -30,7 +30,7 @@ from bs4 import BeautifulSoup, ParserRejectedMarkup, Tag
 from bs4.builder import HTMLParserTreeBuilder
 from bs4.builder._htmlparser import BeautifulSoupHTMLParser
 
-from rag_app.errors import RAGError
+from rag_app.crawl.exceptions import BrokenMarkupError
 from rag_app.limits import shorten
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,6 @@ _CLOSE_WORK = 32
 """Characters rescanned at the end of the input, per character of the page, at most (plus
 10 M, ~0.5 s): a real page leaves a construct or two unterminated (a truncated comment);
 C code after an unclosed `<pre>` makes each `<name` one (200 lines of it fit)."""
-
-
-class BrokenMarkupError(RAGError, ValueError):
-    """`html.parser` rejects the page."""
 
 
 class _NameCounts(Counter[str]):
