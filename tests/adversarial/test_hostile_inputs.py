@@ -126,6 +126,13 @@ async def test_hostile_pages_are_bounded_and_the_server_keeps_answering(
                 for i in range(200)  # 200 levels deep; each code and row is a chunk to embed
             ),
         ),
+        # shapes stock BeautifulSoup / html.parser / the chunker took minutes or more on:
+        # strings in 40,000 open elements, 80,000 boilerplate siblings, a page ending in
+        # 200,000 unterminated tags, a code fence with a 100 KB info string
+        "/nested.html": html("入れ子", "<div> <b></b> " * 40_000 + "<p>入れ子の本文</p>"),
+        "/siblings.html": html("兄弟", "<p>兄弟の本文</p>" + "<script></script>" * 80_000),
+        "/tail.html": "<html><head><title>尾</title></head><body><p>尾の本文</p>" + "<a " * 200_000,
+        "/fence.md": "# 囲み\n\n```" + "x" * 100_000 + "\n" + "y\n" * 20_000 + "```\n",
     }
     httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
     for path, body in pages.items():
@@ -163,6 +170,10 @@ async def test_hostile_pages_are_bounded_and_the_server_keeps_answering(
         assert 0 < defined < 200, defined  # 1,500 short lines, ~20 KB of text
         margins = stats["source_chunks"].get(httpserver.url_for("/margins.html"), 0)
         assert 200 <= margins <= 1000, margins  # its 200 code blocks at least, each stored once
+        for path in ("/nested.html", "/siblings.html", "/tail.html"):
+            assert stats["source_chunks"].get(httpserver.url_for(path), 0) > 0, path
+        fenced = stats["source_chunks"].get(httpserver.url_for("/fence.md"), 0)
+        assert 0 < fenced < 100, fenced  # ~40 KB of code in pieces, each fence line cut
         code = rag_json(env, "search", "cmd 150", "--mode", "bm25")["bm25_hits"][0]
         assert code["content_type"] == "code" and code["text"] == "```\ncmd 150\n```", code
         titles = rag_json(env, "search", "本文", "--mode", "bm25")
