@@ -204,7 +204,10 @@ class KnowledgeBase:
         self.model_mismatch: EmbeddingMismatchError | None = None
         self.vectors_set_aside: list[str] = []  # collections whose damaged HNSW was moved
         self._reembedding: asyncio.Task[None] | None = None
-        self._exact_loader: threading.Thread | None = None
+        self._background: list[threading.Thread] = []  # exact copy loader, vector healer
+        self.heal_vectors_on_open = False
+        """Set by a store service whose previous owner ended abnormally: the open checks
+        that the vector index still finds every chunk (`KnowledgeStore.heal_vectors`)."""
         self._closing = threading.Event()  # a reindex stops at its next batch
         self._write_lock = asyncio.Lock()
         self._writes: set[asyncio.Future[Any]] = set()
@@ -316,13 +319,18 @@ class KnowledgeBase:
             )
         with timer("recovery", t):
             store.recover()
-        if store.count() <= EXACT_COPY_INLINE:
-            store.load_exact_vectors()
-        else:  # ~1.5 s at 20k chunks: searches use HNSW until the copy is ready
-            self._exact_loader = threading.Thread(
-                target=store.load_exact_vectors, name="exact-vectors", daemon=True
-            )
-            self._exact_loader.start()
+        small = store.count() <= EXACT_COPY_INLINE
+        work = [store.load_exact_vectors]  # ~1.5 s at 20k chunks: HNSW answers meanwhile
+        if self.heal_vectors_on_open:  # ~0.4 s per 1,000 chunks
+            self.heal_vectors_on_open = False
+            work.append(store.heal_vectors)
+        for step in work:
+            if small:
+                step()
+            else:
+                thread = threading.Thread(target=step, name=step.__name__, daemon=True)
+                thread.start()
+                self._background.append(thread)
         return store
 
     def _dimension(self, client: Any) -> int:
@@ -1208,10 +1216,11 @@ class KnowledgeBase:
         if self._crawler is not None:
             await self._crawler.close()
             self._crawler = None
-        if self._store is not None and self._exact_loader is not None:
-            self._store.closing.set()  # stops at its next page; Chroma must outlive it
-            await asyncio.to_thread(self._exact_loader.join, 30.0)
-            self._exact_loader = None
+        if self._store is not None and self._background:
+            self._store.closing.set()  # each stops at its next page; Chroma must outlive it
+            for thread in self._background:
+                await asyncio.to_thread(thread.join, 30.0)
+            self._background = []
         self._store = None
         if self._owner_lock is not None:
             self._owner_lock.release()

@@ -173,11 +173,14 @@ def test_kill_9_at_random_moments_loses_nothing_reported_committed(tmp_path: Pat
             committed |= {p.as_uri() for p in folder.glob("*.md")}
         report = rag_json(env, "check")  # starts a new owner if the old one was killed
         assert report["ok"], (round_no, report, err)
+        assert report["unfindable_by_vector"] == 0, (round_no, victims[-1:], report)
         stats = rag_json(env, "stats")
         missing = committed - set(stats["sources"])
         assert not missing, (round_no, sorted(missing)[:3])
         assert stats["total_chunks"] == stats["bm25_documents"]
     assert victims.count("owner") >= 8, victims  # the owner really was killed mid-work
+    log = (tmp_path / "chroma_db" / ".rag-service.log").read_text()
+    assert log.count("ended without closing the store") >= victims.count("owner"), log[-2000:]
     assert victims.count("client") >= 3, victims
     final = rag(env, "index", str(folder))
     assert final.returncode == 0, final.stderr

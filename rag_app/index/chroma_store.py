@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
@@ -217,8 +218,22 @@ class ChromaStore:
     def count(self) -> int:
         return self.collection.count()
 
-    def upsert_nodes(self, nodes: Sequence[BaseNode]) -> None:
-        """Write nodes that carry embeddings (insert or replace by id)."""
+    def upsert_nodes(
+        self, nodes: Sequence[BaseNode], stored: AbstractSet[str] = frozenset()
+    ) -> None:
+        """Write nodes that carry embeddings (insert or replace by id). Those of `stored`
+        ids (already in Chroma) only get their metadata updated: an id is made from the
+        chunk's embedded text, so its text and vector are already there, and rewriting a
+        live vector is what Chroma's HNSW has lost records after (chroma-core/chroma#7758:
+        live records unreachable by `query()` after deletes and upserts)."""
+        kept = [n for n in nodes if n.node_id in stored]
+        for start in range(0, len(kept), WRITE_SLICE):
+            batch = kept[start : start + WRITE_SLICE]
+            self.collection.update(
+                ids=[n.node_id for n in batch],
+                metadatas=[stored_text.ascii_metadata(n) for n in batch],
+            )
+        nodes = [n for n in nodes if n.node_id not in stored]
         for start in range(0, len(nodes), WRITE_SLICE):
             batch = nodes[start : start + WRITE_SLICE]
             ids = [n.node_id for n in batch]

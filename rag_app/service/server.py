@@ -28,7 +28,7 @@ from aiohttp import web
 from rag_app.blas_threads import single_blas_thread
 from rag_app.config import RAGSettings, SettingsError, load_settings
 from rag_app.errors import RAGError, StoreBusyError
-from rag_app.owner_lock import StoreOwnerLock
+from rag_app.owner_lock import StoreOwnerLock, read_info
 from rag_app.service import protocol
 
 logger = logging.getLogger("rag_app.service")
@@ -61,6 +61,7 @@ class StoreService:
         self.inflight = 0
         self.last_activity = time.monotonic()
         self.open_error: BaseException | None = None
+        self.after_crash = False  # the previous owner ended without closing the store
 
     # ------------------------------------------------------------- lifecycle
     async def run(self) -> int:
@@ -77,6 +78,14 @@ class StoreService:
         except StoreBusyError as err:
             print(f"rag-store: {err}", file=sys.stderr)
             return 3
+        previous = read_info(lock.primary)  # a clean stop removes it: still here, a crash
+        self.after_crash = bool(previous.get("pid"))
+        if self.after_crash:
+            logger.warning(
+                "The previous store service (process %s) ended without closing the store; "
+                "checking its vector index.",
+                previous["pid"],
+            )
         runner = web.AppRunner(self._app(), handle_signals=False, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -134,7 +143,9 @@ class StoreService:
         def build() -> Any:
             from rag_app.knowledge import KnowledgeBase
 
-            return KnowledgeBase(self.settings, take_ownership=False)
+            kb = KnowledgeBase(self.settings, take_ownership=False)
+            kb.heal_vectors_on_open = self.after_crash
+            return kb
 
         try:
             kb = await asyncio.to_thread(build)
