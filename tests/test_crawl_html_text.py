@@ -6,11 +6,13 @@ import re
 import time
 
 import pytest
+from llama_index.core.schema import Document
 from test_crawl_site_helper import FIXTURE_PAGES
 
 from rag_app.crawl.exceptions import InvalidPatternError
 from rag_app.crawl.html_text import html_to_text, markdown_title, render_table
 from rag_app.crawl.links import compile_pattern, raw_links, same_site, select_links
+from rag_app.parsing.router import StructuredNodeParser
 
 
 def fixture(name: str) -> str:
@@ -150,6 +152,97 @@ def test_render_table_pads_ragged_rows() -> None:
     ).table
     assert table is not None
     assert render_table(table) == "| a | b | c |\n| --- | --- | --- |\n| 1 |  |  |"
+
+
+def test_a_table_without_a_header_row_gets_an_empty_one() -> None:
+    """Sphinx writes a module's summary table without `<th>`: its first row is data, not
+    the names of the columns every other row would be paired with (`namedtuple(): deque`)."""
+    from bs4 import BeautifulSoup
+
+    html = (
+        "<table><tr><td>namedtuple()</td><td>factory function</td></tr>"
+        "<tr><td>deque</td><td>list-like container</td></tr></table>"
+    )
+    table = BeautifulSoup(html, "html.parser").table
+    assert table is not None
+    assert render_table(table).splitlines() == [
+        "|  |  |",
+        "| --- | --- |",
+        "| namedtuple() | factory function |",
+        "| deque | list-like container |",
+    ]
+    pairs = BeautifulSoup(  # label / value rows: half the values numbers, not most
+        "<table><tr><td>Name</td><td>Alice</td></tr><tr><td>Age</td><td>30</td></tr>"
+        "<tr><td>City</td><td>Paris</td></tr></table>",
+        "html.parser",
+    ).table
+    assert pairs is not None
+    assert render_table(pairs).splitlines()[0] == "|  |  |"
+    deep = BeautifulSoup(  # a <th> row below the second is a section label: still no header
+        "<table><tr><td>a</td><td>1</td></tr><tr><td>b</td><td>2</td></tr>"
+        "<tr><th>Part 2</th><th>x</th></tr><tr><td>c</td><td>3</td></tr></table>",
+        "html.parser",
+    ).table
+    assert deep is not None
+    assert render_table(deep).splitlines()[0] == "|  |  |"
+    nodes = StructuredNodeParser(200, 30).get_nodes_from_documents(
+        [Document(text=html_to_text(html).text, metadata={"source_url": "u", "title": "T"})]
+    )
+    assert [n.text for n in nodes] == [
+        "namedtuple()\nfactory function",
+        "deque\nlist-like container",
+    ]
+
+
+def test_header_rows_written_in_bold_or_beside_an_icon_and_a_title_row() -> None:
+    """DocBook's informaltable: a title row of one cell across the table, then a header
+    of `<strong>` cells; Sphinx's grid of `**SSLv3**` over yes/no (corner `*client* /
+    **server**`, footnote marks); an admonition's `| (icon) | <th>Note</th> |` row."""
+    docbook = (
+        '<table><tr><td colspan="3"><p><strong>Services</strong></p></td></tr>'
+        "<tr><td><strong>Service</strong></td><td><b>Package</b></td>"
+        "<td><strong>DNS name</strong></td></tr>"
+        "<tr><td>Central logging</td><td>rsyslog</td><td>syslog</td></tr></table>"
+    )
+    assert html_to_text(docbook).text.splitlines() == [
+        "Services",
+        "",
+        "| Service | Package | DNS name |",
+        "| --- | --- | --- |",
+        "| Central logging | rsyslog | syslog |",
+    ]
+    grid = (
+        "<table><tr><td><em>client</em> / <strong>server</strong></td>"
+        "<td><strong>SSLv2</strong></td>"
+        '<td><strong>TLS</strong> <a href="#f">[3]</a></td></tr>'
+        "<tr><td><em>SSLv2</em></td><td>yes</td><td>no</td></tr></table>"
+    )
+    assert html_to_text(grid).text.splitlines()[0] == "| client / server | SSLv2 | TLS [3] |"
+    bold_names = (  # a bold name in each row's first cell is data, not a header
+        "<table><tr><td><strong>deque</strong></td><td>list-like container</td></tr>"
+        "<tr><td><strong>Counter</strong></td><td>dict subclass</td></tr></table>"
+    )
+    assert html_to_text(bold_names).text.splitlines()[0] == "|  |  |"
+    note = (
+        '<table><tr><td rowspan="2"><img src="note.png"></td><th>Note</th></tr>'
+        "<tr><td>Run it as root.</td></tr></table>"
+    )
+    assert html_to_text(note).text.splitlines()[:3] == [
+        "|  | Note |",
+        "| --- | --- |",
+        "| Run it as root. |  |",
+    ]
+
+
+def test_docbook_navigation_tables_are_dropped() -> None:
+    html = (
+        '<body><div class="navheader"><table><tr><th colspan="3">Using the menus</th></tr>'
+        '<tr><td><a href="p.html">Prev</a></td><th>Chapter 2</th><td><a href="n.html">Next</a></td>'
+        "</tr></table></div><h2>Using the menus</h2><p>Press F10.</p>"
+        '<div class="navfooter"><table><tr><td>Chapter 2</td><td></td><td>Commands</td></tr>'
+        "</table></div></body>"
+    )
+    assert html_to_text(html).text == "## Using the menus\n\nPress F10."
 
 
 def test_markdown_title() -> None:

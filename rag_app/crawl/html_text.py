@@ -26,6 +26,7 @@ from rag_app.crawl.links import canonical_link, raw_links, robots_directives
 from rag_app.crawl.soup import parse_html
 from rag_app.crawl.tag_index import TagIndex
 from rag_app.limits import MAX_TITLE_CHARS, shorten
+from rag_app.parsing.content_type import is_numeric_token
 
 _DROP_ALWAYS = (
     "script",
@@ -89,6 +90,7 @@ _CJK_BREAK = re.compile(rf"(?<=[{_CJK}])[ \t\r]*\n\s*(?=[{_CJK}])")
 _MAX_COLSPAN = 50
 MAX_NESTING = 32  # lists / quotes inside each other; deeper ones are rendered as plain blocks
 _CELL_PARTS = frozenset({"td", "th", "tr"})
+_BOLD = frozenset({"b", "strong"})
 _BREAKS = _BLOCKS | frozenset({"br", "hr", "ul", "ol", "dl", "dt", "dd", "table", "pre"})
 _BREAKS |= frozenset(_HEADINGS) | frozenset({"blockquote", "nav", "aside", "footer"})
 _BREAKS |= frozenset({"search", "menu", "img"})  # an image between two words parts them
@@ -107,6 +109,8 @@ _NESTED_LIST = frozenset({"dl"})
 _CONTENT_REGIONS = frozenset({"article", "main"})
 _FORM_CONTENT = frozenset({"article", "main", "h1", "h2", "h3"})
 _NAV_ROLES = frozenset({"navigation", "search"})
+_NAV_CLASSES = frozenset({"navheader", "navfooter"})
+"""DocBook XSL's previous / up / next tables above and below every page."""
 _PERMALINK_MARKS = frozenset({"", "¶", "#", "§", "🔗", "link"})
 
 
@@ -179,13 +183,17 @@ def _remove_boilerplate(tags: TagIndex) -> None:
     permalinks = [t for t in tags.named("a") if "headerlink" in (t.get("class") or ())]
     tags.remove([t for t in permalinks if _short_text(t) in _PERMALINK_MARKS])
     # navigation bars and sidebars that are not <nav> elements (Sphinx: role="navigation",
-    # with an <h3> of their own), unless they hold the page's <main> or <article>
+    # with an <h3> of their own; DocBook: class="navheader"), unless they hold the page's
+    # <main> or <article>
     with_content = _holding(tags, _CONTENT_REGIONS)
     tags.remove(
         [
             t
             for t in tags.live()
-            if _NAV_ROLES & set(str(t.get("role") or "").lower().split())
+            if (
+                _NAV_ROLES & set(str(t.get("role") or "").lower().split())
+                or _NAV_CLASSES & set(t.get("class") or ())
+            )
             and id(t) not in with_content
         ]
     )
@@ -311,13 +319,17 @@ def _row_cell_tags(tr: Tag) -> list[Tag]:
     return cells
 
 
-def _row_cells(tr: Tag) -> tuple[list[str], bool]:
-    """Cell texts (colspan repeated) and whether every cell is a `<th>`."""
-    cells = _row_cell_tags(tr)
+def _row_cells(cells: list[Tag]) -> tuple[list[str], bool]:
+    """Cell texts (colspan repeated) and whether every cell with text is a `<th>` (an
+    admonition's `| (icon) | Note |` row names the column its text stands in)."""
     texts: list[str] = []
+    names = set()
     for cell in cells:
-        texts.extend([_cell_text(cell)] * _span(cell))
-    return texts, bool(cells) and all(c.name == "th" for c in cells)
+        text = _cell_text(cell)
+        texts.extend([text] * _span(cell))
+        if text.strip():
+            names.add(cell.name)
+    return texts, names == {"th"}
 
 
 def _is_layout_table(table: Tag, rows: list[Tag], nests_table: bool) -> bool:
@@ -327,18 +339,66 @@ def _is_layout_table(table: Tag, rows: list[Tag], nests_table: bool) -> bool:
     return cell_count <= 1
 
 
+HEADER_CELL_CHARS = 40
+"""A `<td>` first row is read as the columns' names only if every cell is this short."""
+
+
+def _first_row_names_columns(rows: list[list[str]]) -> bool:
+    """Whether a table without a `<th>` row has its header in `<td>`s: a first row of
+    short labels, none a number, over a column whose other cells are mostly numbers
+    (`| 名前 | 攻撃力 |` over `| スライム | 8 |`). Sphinx's summary tables start with data
+    (`| namedtuple() | factory function for … |`): their first row stays a row."""
+    first, body = rows[0], rows[1:]
+    if len(first) < 2 or not body:
+        return False
+    if any(not c or len(c) > HEADER_CELL_CHARS or is_numeric_token(c) for c in first):
+        return False
+    for column in range(len(first)):
+        values = [r[column] for r in body if column < len(r) and r[column]]
+        if values and 2 * sum(is_numeric_token(v) for v in values) > len(values):
+            return True
+    return False
+
+
+def _mostly_bold(cells: list[Tag]) -> bool:
+    """More than half of the cells with text have at least half of it in `<b>`/`<strong>`:
+    a header row written in `<td>`s (DocBook's `informaltable`; Sphinx's `**SSLv3**`
+    over a `yes`/`no` grid, whose corner reads `*client* / **server**` and whose cells
+    carry footnote marks). A data row with a bold name in its first cell is not one."""
+    with_text = bold_cells = 0
+    for cell in cells:
+        text = "".join(_cell_text(cell).split())
+        if not text:
+            continue
+        with_text += 1
+        bold = "".join(
+            _own_text(node, _CELL_PARTS)
+            for node in _children_of(cell, lambda t: t.name not in _BOLD | _CELL_PARTS)
+            if isinstance(node, Tag) and node.name in _BOLD
+        )
+        bold_cells += 2 * len("".join(bold.split())) >= len(text)
+    return 2 * bold_cells > with_text
+
+
 def render_table(table: Tag) -> str:
-    """A data `<table>` as a Markdown pipe table (header row, separator, data rows)."""
-    rows = [_row_cells(tr) for tr in _own_rows(table)]
-    rows = [(cells, all_th) for cells, all_th in rows if any(cells)]
+    """A data `<table>` as a Markdown pipe table (header row, separator, data rows); a
+    first row of one cell across the table is its title, a line above it."""
+    rows = [(tags, _row_cells(tags)) for tags in map(_row_cell_tags, _own_rows(table))]
+    rows = [(tags, cells, all_th) for tags, (cells, all_th) in rows if any(cells)]
     if not rows:
         return ""
-    header_index = next((i for i, (_c, all_th) in enumerate(rows) if all_th), 0)
-    if header_index > 1:  # a <th> row deep in the table is a section label, not the header
+    title = ""
+    if len(rows) > 1 and len(rows[0][0]) == 1 and len(rows[0][1]) > 1:
+        title = rows.pop(0)[1][0]
+    header_index = next(
+        (i for i, (tags, _c, all_th) in enumerate(rows[:2]) if all_th or _mostly_bold(tags)), None
+    )  # a <th> row deeper in the table is a section label, not the header
+    if header_index is None and _first_row_names_columns([cells for _t, cells, _h in rows]):
         header_index = 0
-    header = rows[header_index][0]
-    body = [cells for i, (cells, _t) in enumerate(rows) if i != header_index]
-    width = max(len(cells) for cells, _t in rows)
+    width = max(len(cells) for _t, cells, _h in rows)
+    # no header row: an empty one, so the first row is not taken for the columns' names
+    header = rows[header_index][1] if header_index is not None else [""] * width
+    body = [cells for i, (_t, cells, _h) in enumerate(rows) if i != header_index]
 
     def line(cells: list[str]) -> str:
         padded = cells + [""] * (width - len(cells))
@@ -346,7 +406,7 @@ def render_table(table: Tag) -> str:
 
     lines = [line(header), "| " + " | ".join(["---"] * width) + " |"]
     lines.extend(line(cells) for cells in body)
-    return "\n".join(lines)
+    return (f"{title}\n\n" if title else "") + "\n".join(lines)
 
 
 def _fence(pre: Tag) -> str:
