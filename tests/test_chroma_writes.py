@@ -88,3 +88,42 @@ def test_source_records_are_written_in_slices_and_all_land(
     got = store.get_sources([r.source for r in records])
     assert sorted(got) == sorted(r.source for r in records)
     assert got["s3"].title == "new" and got["s7"].ordered_chunk_ids() == ["a7", "b7"]
+
+
+def test_a_window_full_of_the_same_vector_is_not_called_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More copies of one vector than the wider look holds (a footer kept on hundreds of
+    pages): no query can tell them apart, so none is re-inserted."""
+    monkeypatch.setattr(chroma_store, "UNFINDABLE_RECHECK", 12)
+    store = chroma_store.ChromaStore(
+        chromadb.PersistentClient(path=str(tmp_path)), "kb_same", model_name="m", dimension=3
+    )
+    same = [TextNode(id_=f"s{i:02d}", text="footer", embedding=[0.0, 1.0, 0.0]) for i in range(30)]
+    other = TextNode(id_="x", text="x", embedding=[1.0, 0.0, 0.0])
+    store.upsert_nodes([*same, other])
+    assert store.unfindable([n.node_id for n in same] + ["x"]) == []
+
+
+def test_a_chunk_already_stored_gets_only_its_metadata_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ids come from the embedded text: a stored id's vector is already there, and Chroma's
+    HNSW has lost live records after rewrites (chroma-core/chroma#7758)."""
+    store = _sliced_store(tmp_path, monkeypatch, "kb_kept")
+    nodes = [
+        TextNode(id_=f"k{i}", text=f"t{i}", embedding=[1.0, float(i), 0.0], metadata={"i": i})
+        for i in range(6)
+    ]
+    store.upsert_nodes(nodes)
+    sizes = _upsert_sizes(store.collection, monkeypatch)
+    moved = [
+        TextNode(id_=n.node_id, text=n.text, embedding=n.embedding, metadata={"i": 10 + k})
+        for k, n in enumerate(nodes)
+    ]
+    fresh = TextNode(id_="k9", text="t9", embedding=[0.0, 0.0, 1.0], metadata={"i": 9})
+    store.upsert_nodes([*moved, fresh], stored={n.node_id for n in nodes})
+    assert sizes == [1]  # only the new chunk's vector is written
+    got = {n.node_id: n.metadata["i"] for n in store.get_nodes(["k0", "k5", "k9"])}
+    assert got == {"k0": 10, "k5": 15, "k9": 9}
+    assert store.unfindable(["k0", "k5", "k9"]) == []
