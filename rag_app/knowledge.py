@@ -205,9 +205,10 @@ class KnowledgeBase:
         self.vectors_set_aside: list[str] = []  # collections whose damaged HNSW was moved
         self._reembedding: asyncio.Task[None] | None = None
         self._background: list[threading.Thread] = []  # exact copy loader, vector healer
-        self.heal_vectors_on_open = False
+        self.heal_marker: Path | None = None
         """Set by a store service whose previous owner ended abnormally: the open checks
-        that the vector index still finds every chunk (`KnowledgeStore.heal_vectors`)."""
+        that the vector index still finds every chunk (`KnowledgeStore.heal_vectors`) and
+        removes this file once every chunk was checked."""
         self._closing = threading.Event()  # a reindex stops at its next batch
         self._write_lock = asyncio.Lock()
         self._writes: set[asyncio.Future[Any]] = set()
@@ -321,9 +322,14 @@ class KnowledgeBase:
             store.recover()
         small = store.count() <= EXACT_COPY_INLINE
         work = [store.load_exact_vectors]  # ~1.5 s at 20k chunks: HNSW answers meanwhile
-        if self.heal_vectors_on_open:  # ~0.4 s per 1,000 chunks
-            self.heal_vectors_on_open = False
-            work.append(store.heal_vectors)
+        if self.heal_marker is not None:  # ~0.4 s per 1,000 chunks
+            marker, self.heal_marker = self.heal_marker, None
+
+            def heal_vectors() -> None:
+                if store.heal_vectors():
+                    marker.unlink(missing_ok=True)
+
+            work.append(heal_vectors)
         for step in work:
             if small:
                 step()

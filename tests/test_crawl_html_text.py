@@ -143,7 +143,9 @@ def test_page_wrapped_in_a_form_keeps_its_content() -> None:
     assert html_to_text(html).text == "# お知らせ\n\n本文です"
 
 
-def test_render_table_pads_ragged_rows() -> None:
+def test_render_table_pads_the_header_not_the_rows() -> None:
+    """A short row stays short: padding each of N rows to a first row of N cells made a
+    226 KB page 192 M characters of text."""
     from bs4 import BeautifulSoup
 
     table = BeautifulSoup(
@@ -151,7 +153,11 @@ def test_render_table_pads_ragged_rows() -> None:
         "html.parser",
     ).table
     assert table is not None
-    assert render_table(table) == "| a | b | c |\n| --- | --- | --- |\n| 1 |  |  |"
+    assert render_table(table) == "| a | b | c |\n| --- | --- | --- |\n| 1 |"
+    n = 8000
+    wide = "<table><tr>" + "<th>h</th>" * n + "</tr>" + "<tr><td>v</td></tr>" * n + "</table>"
+    text = html_to_text(wide).text
+    assert text.count("| v |") == n and len(text) < 40 * n
 
 
 def test_a_table_without_a_header_row_gets_an_empty_one() -> None:
@@ -230,7 +236,7 @@ def test_header_rows_written_in_bold_or_beside_an_icon_and_a_title_row() -> None
     assert html_to_text(note).text.splitlines()[:3] == [
         "|  | Note |",
         "| --- | --- |",
-        "| Run it as root. |  |",
+        "| Run it as root. |",
     ]
 
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import chromadb.api.models.Collection
 import pytest
 
 from rag_app.config import RAGSettings
@@ -404,3 +405,48 @@ async def test_a_source_over_the_chunk_cap_is_refused_whole_and_embeds_nothing(
         assert counting_embed.texts == 0 and (await base.stats()).total_chunks == 0
     finally:
         await base.aclose()
+
+
+async def test_after_an_abnormal_stop_the_open_re_inserts_what_hnsw_lost(
+    settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path, monkeypatch: Any
+) -> None:
+    """A kill -9 can leave Chroma's HNSW without a chunk that SQLite still holds (seen once
+    in 92 chunks; not reproducible on demand, so its query is made to miss one here). The
+    next open re-inserts it and removes the pending-check file only when it has looked
+    at every chunk."""
+    first = KnowledgeBase(settings, embed_model=counting_embed)
+    await first.open()
+    await first.index_dir(docs)
+    ids = sorted(first.store.chroma.all_ids())
+    await first.aclose()
+    gone = ids[len(ids) // 2]
+    written: list[list[str]] = []
+    real_query = chromadb.api.models.Collection.Collection.query
+    real_upsert = chromadb.api.models.Collection.Collection.upsert
+
+    def losing(self: Any, **kwargs: Any) -> Any:
+        out = real_query(self, **kwargs)
+        for r, row in enumerate(out["ids"]):
+            keep = [k for k, i in enumerate(row) if i != gone]
+            out["ids"][r] = [row[k] for k in keep]
+            if out.get("distances") is not None:
+                out["distances"][r] = [out["distances"][r][k] for k in keep]
+        return out
+
+    def recording(self: Any, **kwargs: Any) -> Any:
+        written.append(list(kwargs["ids"]))
+        return real_upsert(self, **kwargs)
+
+    monkeypatch.setattr(chromadb.api.models.Collection.Collection, "query", losing)
+    monkeypatch.setattr(chromadb.api.models.Collection.Collection, "upsert", recording)
+    marker = Path(settings.chromadb_persist_dir) / ".pending"
+    marker.touch()
+    second = KnowledgeBase(settings, embed_model=counting_embed)
+    second.heal_marker = marker
+    await second.open()
+    try:
+        assert written == [[gone]]  # only the lost chunk's vector is written again
+        assert not marker.exists()
+        assert sorted(second.store.chroma.all_ids()) == ids
+    finally:
+        await second.aclose()

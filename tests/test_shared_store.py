@@ -460,3 +460,23 @@ def test_a_passage_follows_a_page_another_machine_rewrote(
     after = passage(b)
     assert "手順3" not in after and "手順7" in after
     assert after == passage(a)
+
+
+def test_a_service_after_a_killed_one_checks_every_chunks_vector(tmp_path: Path) -> None:
+    """The killed owner's published details are still there (a clean stop removes them):
+    the next service checks the vector index once, and a clean stop leaves nothing for
+    the start after it."""
+    env = store_env(tmp_path)
+    write_notes(tmp_path / "notes", "hv", 5)
+    assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+    assert rag(env, "service", "stop").returncode == 0
+    store = tmp_path / "chroma_db"
+    (store / ".rag-owner.json").write_text(json.dumps({"pid": 2**22 + 7, "state": "ready"}))
+    stats = rag_json(env, "stats")
+    log = (store / ".rag-service.log").read_text()
+    assert "ended without closing the store" in log
+    assert f"re-inserted 0 of {stats['total_chunks']} chunks" in log, log[-1500:]
+    assert not (store / ".rag-vector-check-pending").exists()
+    assert rag(env, "service", "stop").returncode == 0
+    assert rag_json(env, "stats")["total_chunks"] == stats["total_chunks"]
+    assert (store / ".rag-service.log").read_text().count("ended without closing") == 1

@@ -380,32 +380,51 @@ def _mostly_bold(cells: list[Tag]) -> bool:
     return 2 * bold_cells > with_text
 
 
+def _names_columns(tr: Tag, tags: list[Tag], all_th: bool) -> bool:
+    """Whether a row (among the first two) is the header: in `<thead>`; or two or more
+    cells with text, all `<th>` or mostly bold; or an admonition's `| (icon) | Note |`,
+    one `<th>` after the first cell. A `<th>` first cell with an empty value beside it
+    (`| Homepage | |` of a key / value table) or one bold cell across the table is not."""
+    if tr.parent is not None and tr.parent.name == "thead":
+        return True
+    with_text = [i for i, cell in enumerate(tags) if _cell_text(cell).strip()]
+    if len(with_text) >= 2:
+        return all_th or _mostly_bold(tags)
+    return all_th and with_text not in ([], [0])
+
+
 def render_table(table: Tag) -> str:
-    """A data `<table>` as a Markdown pipe table (header row, separator, data rows); a
-    first row of one cell across the table is its title, a line above it."""
-    rows = [(tags, _row_cells(tags)) for tags in map(_row_cell_tags, _own_rows(table))]
-    rows = [(tags, cells, all_th) for tags, (cells, all_th) in rows if any(cells)]
+    """A data `<table>` as a Markdown pipe table (header row, separator, data rows, each
+    row as long as its own cells); a first row of one cell across the table is its
+    title, a line above it."""
+    rows = [(tr, _row_cell_tags(tr)) for tr in _own_rows(table)]
+    rows = [(tr, tags, *_row_cells(tags)) for tr, tags in rows]
+    rows = [(tr, tags, cells, all_th) for tr, tags, cells, all_th in rows if any(cells)]
     if not rows:
         return ""
     title = ""
-    if len(rows) > 1 and len(rows[0][0]) == 1 and len(rows[0][1]) > 1:
-        title = rows.pop(0)[1][0]
+    if len(rows) > 1 and len(rows[0][1]) == 1 and len(rows[0][2]) > 1:
+        title = rows.pop(0)[2][0]
     header_index = next(
-        (i for i, (tags, _c, all_th) in enumerate(rows[:2]) if all_th or _mostly_bold(tags)), None
+        (
+            i
+            for i, (tr, tags, _c, all_th) in enumerate(rows[:2])
+            if _names_columns(tr, tags, all_th)
+        ),
+        None,
     )  # a <th> row deeper in the table is a section label, not the header
-    if header_index is None and _first_row_names_columns([cells for _t, cells, _h in rows]):
+    if header_index is None and _first_row_names_columns([r[2] for r in rows]):
         header_index = 0
-    width = max(len(cells) for _t, cells, _h in rows)
     # no header row: an empty one, so the first row is not taken for the columns' names
-    header = rows[header_index][1] if header_index is not None else [""] * width
-    body = [cells for i, (_t, cells, _h) in enumerate(rows) if i != header_index]
+    width = max(len(r[2]) for r in rows)
+    header = rows[header_index][2] if header_index is not None else []
+    header = header + [""] * (width - len(header))  # rows are not padded: N² for a ragged table
 
     def line(cells: list[str]) -> str:
-        padded = cells + [""] * (width - len(cells))
-        return "| " + " | ".join(padded) + " |"
+        return "| " + " | ".join(cells) + " |"
 
     lines = [line(header), "| " + " | ".join(["---"] * width) + " |"]
-    lines.extend(line(cells) for cells in body)
+    lines.extend(line(cells) for i, (_tr, _t, cells, _h) in enumerate(rows) if i != header_index)
     return (f"{title}\n\n" if title else "") + "\n".join(lines)
 
 

@@ -183,31 +183,37 @@ class KnowledgeStore:
             time.perf_counter() - start,
         )
 
-    def heal_vectors(self) -> tuple[int, int]:
+    def heal_vectors(self) -> bool:
         """After the previous owner ended abnormally: re-insert every chunk that Chroma's
         vector index (HNSW) no longer finds by its own stored embedding, as `check
         --repair` does. Chroma keeps text, metadata and embeddings in SQLite, but a kill
         at the wrong moment can leave its HNSW without a chunk. Looks up without the lock
-        (writes go on), re-inserts under it; stops when closing or after a switch.
-        Returns (chunks checked, chunks re-inserted)."""
+        (writes go on), re-inserts under it; stops when closing or after a switch, and on
+        an error (logged: the store stays open). Returns whether every chunk was checked."""
         chroma = self.chroma
-        ids = sorted(chroma.all_ids())
         checked = healed = 0
-        for start in range(0, len(ids), HEAL_BATCH):
-            if self.closing.is_set() or self.chroma is not chroma:
-                break
-            part = ids[start : start + HEAL_BATCH]
-            lost = chroma.unfindable(part)
-            checked += len(part)
-            if lost:
-                with self._write_lock:
-                    chroma.reinsert(lost)  # only those still stored; same embeddings
-                healed += len(lost)
-        if healed:
-            logger.warning(
-                "Re-inserted %d of %d chunks the vector index had lost.", healed, checked
-            )
-        return checked, healed
+        try:
+            ids = sorted(chroma.all_ids())
+            for start in range(0, len(ids), HEAL_BATCH):
+                if self.closing.is_set() or self.chroma is not chroma:
+                    return False
+                part = ids[start : start + HEAL_BATCH]
+                lost = chroma.unfindable(part)
+                checked += len(part)
+                if lost:
+                    with self._write_lock:
+                        if self.chroma is not chroma:
+                            return False
+                        healed += chroma.reinsert(lost)  # those still stored, same vectors
+        except Exception as err:  # e.g. Chroma failed a query: the next start tries again
+            logger.warning("Checking the vector index stopped after %d chunks: %s", checked, err)
+            return False
+        (logger.warning if healed else logger.info)(
+            "Checked the vector index after an abnormal stop: re-inserted %d of %d chunks.",
+            healed,
+            checked,
+        )
+        return True
 
     def rebuild_bm25(self) -> None:
         logger.warning("Rebuilding the BM25 index from %d Chroma chunks.", self.chroma.count())

@@ -21,6 +21,7 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -37,6 +38,8 @@ Progress = Callable[[int, int], None]
 Work = Callable[[dict[str, Any], Progress], Awaitable[Any]]
 GRACE_SEC = 10.0
 HEARTBEAT_SEC = 5.0
+VECTOR_CHECK_PENDING = ".rag-vector-check-pending"
+"""In the store folder while the vector index still needs checking after an abnormal stop."""
 FAILED_LINGER_SEC = 3.0  # a line at least this often, so clients can tell slow from gone
 
 
@@ -61,7 +64,7 @@ class StoreService:
         self.inflight = 0
         self.last_activity = time.monotonic()
         self.open_error: BaseException | None = None
-        self.after_crash = False  # the previous owner ended without closing the store
+        self.heal_marker: Path | None = None  # see _heal_marker
 
     # ------------------------------------------------------------- lifecycle
     async def run(self) -> int:
@@ -78,14 +81,7 @@ class StoreService:
         except StoreBusyError as err:
             print(f"rag-store: {err}", file=sys.stderr)
             return 3
-        previous = read_info(lock.primary)  # a clean stop removes it: still here, a crash
-        self.after_crash = bool(previous.get("pid"))
-        if self.after_crash:
-            logger.warning(
-                "The previous store service (process %s) ended without closing the store; "
-                "checking its vector index.",
-                previous["pid"],
-            )
+        self.heal_marker = self._heal_marker(lock)
         runner = web.AppRunner(self._app(), handle_signals=False, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -128,12 +124,33 @@ class StoreService:
             if self.kb is not None and not wedged:
                 await self.kb.aclose()
             if wedged:  # work still runs in a thread: exit holding the lock (the OS drops it)
+                if not self.settings.chroma_host:  # as good as a kill: the next start checks
+                    (lock.primary / VECTOR_CHECK_PENDING).touch()
                 logger.error("Store service %d stopped with work in progress.", os.getpid())
                 logging.shutdown()
                 os._exit(75)
             lock.release()
             logger.info("Store service %d stopped.", os.getpid())
         return code
+
+    def _heal_marker(self, lock: StoreOwnerLock) -> Path | None:
+        """The pending-check file when the vector index must be checked at open: the
+        previous owner was killed (its details are still published: a clean stop removes
+        them), or exited with a write stuck, or a check it started did not finish. An
+        embedded store only: a Chroma server's index is not hurt by a client's kill."""
+        if self.settings.chroma_host:
+            return None
+        marker = lock.primary / VECTOR_CHECK_PENDING
+        previous = read_info(lock.primary)
+        if not (previous.get("pid") or marker.exists()):
+            return None
+        marker.touch()  # until the check has gone through every chunk
+        logger.warning(
+            "The previous store service (process %s) ended without closing the store; "
+            "checking its vector index.",
+            previous.get("pid", "?"),
+        )
+        return marker
 
     def _write_in_progress(self) -> bool:
         store = getattr(self.kb, "_store", None) if self.kb is not None else None
@@ -144,7 +161,7 @@ class StoreService:
             from rag_app.knowledge import KnowledgeBase
 
             kb = KnowledgeBase(self.settings, take_ownership=False)
-            kb.heal_vectors_on_open = self.after_crash
+            kb.heal_marker = self.heal_marker
             return kb
 
         try:
