@@ -82,6 +82,15 @@ def test_verbs_and_adjectives_use_dictionary_form(tok: JapaneseTokenizer) -> Non
     assert "竜王" in tokens
 
 
+def test_common_nouns_fold_to_one_spelling(tok: JapaneseTokenizer) -> None:
+    """UniDic's lemma: a question written 子ども finds a manual that writes 子供."""
+    words = [t for t in tok("子ども こども 子供") if not t.startswith(GRAM)]
+    assert words == ["子供", "子供", "子供"]
+    assert "打ち合わせ" in tok("打合せ") and "申し込み" in tok("申込み")
+    assert "ふおんと" in tok("フォントのサイズ")  # the loanword, not フォント-font
+    assert "90" in tok("HPが90") and "りゆう" in tok("りゅうおう")  # numbers, names as written
+
+
 def test_nfkc_full_width_and_half_width_kana(tok: JapaneseTokenizer) -> None:
     assert tok("ＨＰ：９０　ＭＰ：７５") == tok("HP:90 MP:75")
     assert "hp" in tok("ＨＰ：９０")

@@ -1,7 +1,9 @@
 """Japanese + English tokenizer for BM25 (fugashi/MeCab with unidic-lite).
 
 Text is NFKC-normalised and lower-cased (width). Content words come from MeCab:
-nouns (surface), verbs and adjectives (dictionary form, so 倒した matches 倒す),
+common nouns as UniDic's lemma (one spelling for a word's variants: 子ども, こども and
+子供 are 子供; 打合せ is 打ち合わせ), other nouns as written, verbs and adjectives in
+dictionary form (so 倒した matches 倒す),
 numerals and unknown words (English, codes; an English word as its Snowball stem, so
 `expires` matches `expired`); every term is kana-folded (katakana →
 hiragana, small kana → full size, no long-vowel mark), so スライム, すらいむ and
@@ -37,7 +39,7 @@ import Stemmer
 from rag_app.limits import TOKENIZER_PIECE_CHARS, without_surrogates
 
 # Bump when the rules change: stored token ids are then re-derived from text.
-TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v5-kana-fold-grams-bound-code-names-en-stem"
+TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v6-kana-fold-grams-bound-code-names-en-stem-noun-lemma"
 
 GRAM = "~"
 """Prefix of kana character-bigram terms (typo- and script-tolerant field)."""
@@ -69,6 +71,7 @@ def stem(word: str) -> str:
 _CONTENT_POS = frozenset({"名詞", "動詞", "形容詞", "接尾辞"})
 _BASE_FORM_POS = frozenset({"動詞", "形容詞"})
 _ORTH_BASE_FIELD = 10  # unidic feature index of orthBase (dictionary form as written)
+_LEMMA_FIELD = 7  # unidic feature index of lemma (語彙素: one spelling for a word's variants)
 
 _KATAKANA_RUN = re.compile(r"[ァ-ヺー]{2,}")
 _KANA_RUN = re.compile(r"[ぁ-ゖ][ぁ-ゖー]*|[ァ-ヺー]+")
@@ -245,6 +248,10 @@ def _content_term(surface: str, feature_raw: str) -> str | None:
         base = fields[_ORTH_BASE_FIELD]
         if base and base != "*":
             term = base
+    elif pos == "名詞" and fields[1] == "普通名詞" and len(fields) > _LEMMA_FIELD:
+        lemma = fields[_LEMMA_FIELD].split("-", 1)[0]  # フォント-font: the loanword's origin
+        if lemma and lemma != "*":
+            term = lemma  # 子ども, こども → 子供; 打合せ → 打ち合わせ; ねこ, ネコ → 猫
     if not _HAS_WORD_CHAR.search(term):
         return None
     return term
