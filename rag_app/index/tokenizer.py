@@ -1,8 +1,9 @@
 """Japanese + English tokenizer for BM25 (fugashi/MeCab with unidic-lite).
 
 Text is NFKC-normalised and lower-cased (width). Content words come from MeCab:
-common nouns as UniDic's lemma (one spelling for a word's variants: 子ども, こども and
-子供 are 子供; 打合せ is 打ち合わせ), other nouns as written, verbs and adjectives in
+common nouns written with a kanji as UniDic's lemma (one spelling for a word's variants:
+子ども is 子供, 打合せ is 打ち合わせ; a kana spelling stays as written, since MeCab
+guesses its lemma from context), other nouns as written, verbs and adjectives in
 dictionary form (so 倒した matches 倒す),
 numerals and unknown words (English, codes; an English word as its Snowball stem, so
 `expires` matches `expired`); every term is kana-folded (katakana →
@@ -39,7 +40,9 @@ import Stemmer
 from rag_app.limits import TOKENIZER_PIECE_CHARS, without_surrogates
 
 # Bump when the rules change: stored token ids are then re-derived from text.
-TOKENIZER_SIGNATURE = "fugashi-unidic-lite/v6-kana-fold-grams-bound-code-names-en-stem-noun-lemma"
+TOKENIZER_SIGNATURE = (
+    "fugashi-unidic-lite/v7-kana-fold-grams-bound-code-names-en-stem-kanji-noun-lemma"
+)
 
 GRAM = "~"
 """Prefix of kana character-bigram terms (typo- and script-tolerant field)."""
@@ -72,6 +75,8 @@ _CONTENT_POS = frozenset({"名詞", "動詞", "形容詞", "接尾辞"})
 _BASE_FORM_POS = frozenset({"動詞", "形容詞"})
 _ORTH_BASE_FIELD = 10  # unidic feature index of orthBase (dictionary form as written)
 _LEMMA_FIELD = 7  # unidic feature index of lemma (語彙素: one spelling for a word's variants)
+_HAS_KANJI = re.compile(r"[\u4e00-\u9fff々〆ヶ]")
+_KANA_KANJI_WORD = re.compile(r"[\u3041-\u3096\u30a1-\u30faー\u4e00-\u9fff々〆ヶ]+")
 
 _KATAKANA_RUN = re.compile(r"[ァ-ヺー]{2,}")
 _KANA_RUN = re.compile(r"[ぁ-ゖ][ぁ-ゖー]*|[ァ-ヺー]+")
@@ -248,10 +253,15 @@ def _content_term(surface: str, feature_raw: str) -> str | None:
         base = fields[_ORTH_BASE_FIELD]
         if base and base != "*":
             term = base
-    elif pos == "名詞" and fields[1] == "普通名詞" and len(fields) > _LEMMA_FIELD:
-        lemma = fields[_LEMMA_FIELD].split("-", 1)[0]  # フォント-font: the loanword's origin
-        if lemma and lemma != "*":
-            term = lemma  # 子ども, こども → 子供; 打合せ → 打ち合わせ; ねこ, ネコ → 猫
+    elif (
+        pos == "名詞"
+        and fields[1] == "普通名詞"
+        and len(fields) > _LEMMA_FIELD
+        and _HAS_KANJI.search(surface)
+    ):  # a kana spelling's lemma is MeCab's guess from context (かみ: 紙, 髪 or 神?)
+        lemma = fields[_LEMMA_FIELD]
+        if _KANA_KANJI_WORD.fullmatch(lemma):  # not ＩＤ, ×, or フォント-font
+            term = lemma  # 子ども → 子供; 打合せ → 打ち合わせ; 申込み → 申し込み
     if not _HAS_WORD_CHAR.search(term):
         return None
     return term
