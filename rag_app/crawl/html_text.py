@@ -353,11 +353,14 @@ def _first_row_names_columns(rows: list[list[str]]) -> bool:
         return False
     if any(not c or len(c) > HEADER_CELL_CHARS or is_numeric_token(c) for c in first):
         return False
-    for column in range(len(first)):
-        values = [r[column] for r in body if column < len(r) and r[column]]
-        if values and 2 * sum(is_numeric_token(v) for v in values) > len(values):
-            return True
-    return False
+    values = [0] * len(first)  # one pass over the cells: columns × rows was quadratic
+    numbers = [0] * len(first)
+    for row in body:
+        for column, value in enumerate(row[: len(first)]):
+            if value:
+                values[column] += 1
+                numbers[column] += is_numeric_token(value)
+    return any(2 * n > v for n, v in zip(numbers, values, strict=True) if v)
 
 
 def _mostly_bold(cells: list[Tag]) -> bool:

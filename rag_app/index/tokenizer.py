@@ -75,8 +75,6 @@ _CONTENT_POS = frozenset({"名詞", "動詞", "形容詞", "接尾辞"})
 _BASE_FORM_POS = frozenset({"動詞", "形容詞"})
 _ORTH_BASE_FIELD = 10  # unidic feature index of orthBase (dictionary form as written)
 _LEMMA_FIELD = 7  # unidic feature index of lemma (語彙素: one spelling for a word's variants)
-_HAS_KANJI = re.compile(r"[\u4e00-\u9fff々〆ヶ]")
-_KANA_KANJI_WORD = re.compile(r"[\u3041-\u3096\u30a1-\u30faー\u4e00-\u9fff々〆ヶ]+")
 
 _KATAKANA_RUN = re.compile(r"[ァ-ヺー]{2,}")
 _KANA_RUN = re.compile(r"[ぁ-ゖ][ぁ-ゖー]*|[ァ-ヺー]+")
@@ -88,6 +86,8 @@ _KANA_RUN = re.compile(r"[ぁ-ゖ][ぁ-ゖー]*|[ァ-ヺー]+")
 # 8,000 kanji took 2.2 s).
 _KATA = "ァ-ヺー"
 _KANJI = "\u4e00-\u9fff々"
+_HAS_KANJI = re.compile(f"[{_KANJI}]")
+_KANA_KANJI_WORD = re.compile(f"[\u3041-\u3096\u30a1-\u30faー{_KANJI}〆ヶ]+")
 _BOUND_PAIR = re.compile(
     rf"(?<![a-z0-9_])([a-z][a-z_]*"
     rf"|(?:(?<![{_KATA}])|(?<=[a-z0-9_][{_KATA}]))[{_KATA}]{{2,}}"

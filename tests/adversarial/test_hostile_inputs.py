@@ -269,3 +269,29 @@ async def test_huge_robots_txt_is_read_within_its_first_500_kib(
         assert time.monotonic() - start < 20
         await still_answers(client)
     assert hits == ["/late/b.html"]
+
+
+def test_a_table_of_n_columns_over_n_short_rows_costs_linear_time(tmp_path: Path) -> None:
+    """Real `rag index`: 4,000 header cells over 4,000 one-cell rows. Padding every row to
+    the widest was 4·N² characters (64 M here) and judging the header looked at each
+    column in each row; now the page is read in a moment and refused whole for its chunk
+    count before anything is embedded."""
+    n = 4000
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    (folder / "wide.html").write_text(
+        "<html><head><title>広い表</title></head><body><table><tr>"
+        + "<td>列</td>" * n
+        + "</tr>"
+        + "<tr><td>1</td></tr>" * n
+        + "</table></body></html>",
+        encoding="utf-8",
+    )
+    env = store_env(tmp_path, RAG_MAX_CHUNKS_PER_SOURCE="500")
+    start = time.monotonic()
+    indexed = rag(env, "index", str(folder))
+    took = time.monotonic() - start
+    assert took < 60, took
+    assert "wide.html" in indexed.stdout + indexed.stderr
+    assert "500" in indexed.stdout + indexed.stderr  # the cap it was refused by, one line
+    assert rag_json(env, "stats")["total_chunks"] == 0
