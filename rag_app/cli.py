@@ -8,6 +8,7 @@ starts on first use; nothing heavy is imported before the arguments are read.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -117,17 +118,28 @@ def _crawl_options(args: argparse.Namespace) -> CrawlOptions:
     )
 
 
+STOP_WAIT_SEC = 30.0
+"""After Ctrl-C, how long `rag crawl`/`rag refresh` waits for its job to stop (a page
+being stored is finished first); a second Ctrl-C leaves at once."""
+
+
 async def _follow_job(
-    kb: KnowledgeBase, job: dict[str, Any], desc: str, unit: str
+    kb: KnowledgeBase, job: dict[str, Any], desc: str, unit: str, stopping: str = ""
 ) -> dict[str, Any]:
-    """Wait for a job with a progress bar; Ctrl-C cancels the job (committed work stays)."""
+    """Wait for a job with a progress bar; Ctrl-C cancels the job (committed work stays)
+    and returns once it has stopped, so the next `rag jobs` shows it cancelled."""
     import asyncio
 
     update, close = progress_reporter(desc, unit)
     try:
         return await kb.wait_job(job["id"], progress=update)
     except asyncio.CancelledError:
-        await asyncio.shield(kb.cancel_job(job["id"]))
+        close()
+        stopped = await asyncio.shield(kb.cancel_job(job["id"]))
+        if stopped["state"] == "running":
+            print(stopping or "Stopping the job...", file=sys.stderr, flush=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.shield(asyncio.wait_for(kb.wait_job(job["id"]), STOP_WAIT_SEC))
         raise
     finally:
         close()
@@ -140,7 +152,9 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         print(f"  進み具合: rag jobs / 中止: rag jobs --cancel {job['id']}")
         return 0
     print("クロールを開始しました... (リンク収集中)", file=sys.stderr)
-    job = await _follow_job(kb, job, "クロール中", "ページ")
+    job = await _follow_job(
+        kb, job, "クロール中", "ページ", "クロールを止めています (保存中のページは書き終えます)..."
+    )
     if job["state"] != "done":
         reason = job["error"] or "ジョブが中止されました"
         print(failure_line("crawl", reason), file=sys.stderr)
@@ -158,7 +172,9 @@ async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         print(f"Refresh started in the background: job {job['id']}")
         print(f"  progress: rag jobs / cancel: rag jobs --cancel {job['id']}")
         return 0
-    job = await _follow_job(kb, job, "Refreshing", "page")
+    job = await _follow_job(
+        kb, job, "Refreshing", "page", "Stopping the refresh (a page being stored is finished)..."
+    )
     if job["state"] != "done":
         print(f"error: the refresh did not finish: {job['error'] or 'cancelled'}", file=sys.stderr)
         return 1

@@ -4,7 +4,9 @@ A job is written here when it starts and removed when it ends (done, failed, or
 cancelled by a user). A job the owner did not finish (killed, crashed, stopped with
 the machine) is still listed at the next start, and the new owner runs it again under
 the same id: pages committed before are unchanged, so they cost a conditional request
-and no embedding. Writes replace the file atomically; an unreadable file is set aside
+and no embedding. Writes replace the file atomically, in a thread of their own: an fsync
+on a busy disk can take seconds, and the owner's event loop (searches, a cancel) must
+not wait for it; the latest state is what gets written. An unreadable file is set aside
 with a warning, never an error.
 """
 
@@ -14,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,8 @@ JOURNAL_FILE = ".rag-jobs.json"
 """In the store's folder; the `.rag-` prefix marks files that are not index data."""
 MAX_ENTRIES = 100
 """Running jobs remembered at most (a bound on what a start may resume)."""
+IDLE_SEC = 5.0
+"""The writer thread ends after this long with nothing to write (a new write starts it)."""
 
 
 class JobJournal:
@@ -34,6 +39,12 @@ class JobJournal:
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / JOURNAL_FILE
         self._entries = self._read()
+        self._cond = threading.Condition()
+        self._queued: bytes | None = None
+        self._wanted = 0
+        """Generations asked for and written: `flush` waits until they meet."""
+        self._written = 0
+        self._writer: threading.Thread | None = None
 
     def pending(self) -> dict[str, dict[str, Any]]:
         """Unfinished jobs in start order."""
@@ -63,12 +74,43 @@ class JobJournal:
             return {}
         return {str(k): v for k, v in list(raw.items())[:MAX_ENTRIES]}
 
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every change so far is on disk (the owner is stopping)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._written >= self._wanted, timeout)
+
     def _write(self) -> None:
+        """Queue the current entries for the writer thread (only the latest is written)."""
         data = json.dumps(self._entries, ensure_ascii=False).encode("utf-8")
+        with self._cond:
+            self._queued = data
+            self._wanted += 1
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._write_queued, name="rag-job-journal", daemon=True
+                )
+                self._writer.start()
+            self._cond.notify_all()
+
+    def _write_queued(self) -> None:
+        while True:
+            with self._cond:
+                if self._queued is None:
+                    self._cond.wait(IDLE_SEC)
+                if self._queued is None:  # idle: end; the next write starts a new thread
+                    self._writer = None
+                    return
+                data, generation, self._queued = self._queued, self._wanted, None
+            self._replace(data)
+            with self._cond:
+                self._written = generation
+                self._cond.notify_all()
+
+    def _replace(self, data: bytes) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(self.path.parent, self.path.name, lambda fh: fh.write(data))
-        except OSError as err:  # a full disk must not fail the crawl itself
+        except Exception as err:  # a full disk must not fail the crawl (nor end this thread)
             logger.warning("Could not update the job record %s (%s); a restart will not "
                            "resume these jobs.", self.path, err)  # fmt: skip
 

@@ -772,6 +772,8 @@ class KnowledgeBase:
         """Cancel every running job and end a reindex at its next batch (the owner is
         closing): nothing keeps writing once ownership is given up."""
         await self._jobs.cancel_all()
+        if self._jobs.journal is not None:  # their records are on disk before ownership ends
+            await asyncio.to_thread(self._jobs.journal.flush)
         self._closing.set()  # a reindex in a worker thread ends at its next batch
         if self._reembedding is not None:
             await self._reembedding

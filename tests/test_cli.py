@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from rag_app import cli
 from rag_app.cli import main
 from tests.conftest import SAMPLES
 
@@ -61,3 +64,36 @@ def test_invalid_setting_fails_with_one_line(
     assert main(["stats"]) == 1
     err = capsys.readouterr().err
     assert "RAG_CHUNK_OVERLAP" in err and err.count("\n") == 1
+
+
+class _SlowToStop:
+    """A store whose job keeps running past the owner's 2 s cancel wait (a page still
+    being stored), then stops."""
+
+    def __init__(self) -> None:
+        self.state = "running"
+        self.calls: list[str] = []
+
+    async def wait_job(self, job_id: str, progress: Any = None) -> dict[str, Any]:
+        self.calls.append("wait")
+        if not self.calls.count("cancel"):
+            await asyncio.sleep(3600)  # the user's wait, cut by Ctrl-C
+        await asyncio.sleep(0.2)
+        self.state = "cancelled"
+        return {"id": job_id, "state": self.state}
+
+    async def cancel_job(self, job_id: str) -> dict[str, Any]:
+        self.calls.append("cancel")
+        return {"id": job_id, "state": self.state}
+
+
+async def test_ctrl_c_returns_once_the_job_has_stopped(capsys: pytest.CaptureFixture[str]) -> None:
+    kb = _SlowToStop()
+    job = cli._follow_job(kb, {"id": "j1"}, "d", "page", "stopping")  # type: ignore[arg-type]
+    follow = asyncio.ensure_future(job)
+    await asyncio.sleep(0.05)
+    follow.cancel()  # what asyncio.run does on Ctrl-C
+    with pytest.raises(asyncio.CancelledError):
+        await follow
+    assert kb.calls == ["wait", "cancel", "wait"] and kb.state == "cancelled"
+    assert "stopping" in capsys.readouterr().err

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,31 @@ def test_an_unreadable_record_is_set_aside_not_fatal(tmp_path: Path) -> None:
     assert journal.pending() == {}
     assert (tmp_path / (JOURNAL_FILE + ".unreadable")).exists()
     journal.record("beef0002", {"kind": "crawl", "url": "u"})
+    assert journal.flush()
     assert JobJournal(tmp_path).pending() == {"beef0002": {"kind": "crawl", "url": "u"}}
     (tmp_path / JOURNAL_FILE).write_text('["a list"]', encoding="utf-8")
     assert JobJournal(tmp_path).pending() == {}
+
+
+def test_a_slow_disk_does_not_hold_up_the_caller_and_the_latest_state_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = JobJournal(tmp_path)
+    real = journal._replace
+    release = threading.Event()
+
+    def slow(data: bytes) -> None:  # an fsync stuck behind another process's writeback
+        release.wait(10)
+        real(data)
+
+    monkeypatch.setattr(journal, "_replace", slow)
+    began = time.monotonic()
+    for n in range(50):  # a crawl's checkpoints, on the owner's event loop
+        journal.record("cafe0003", {"kind": "crawl", "checkpoint": {"done": n}})
+    journal.remove("cafe0003")
+    journal.record("cafe0004", {"kind": "refresh"})
+    assert time.monotonic() - began < 1.0
+    assert not journal.flush(timeout=0.2)  # still on its way
+    release.set()
+    assert journal.flush(timeout=10)
+    assert JobJournal(tmp_path).pending() == {"cafe0004": {"kind": "refresh"}}

@@ -134,7 +134,8 @@ def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
             assert time.monotonic() < deadline and crawl.poll() is None
             time.sleep(0.2)
         crawl.send_signal(signal.SIGINT)
-        _out, err = crawl.communicate(timeout=10)
+        # `rag crawl` returns once its job has stopped (it waits up to 30 s for a slow stop)
+        _out, err = crawl.communicate(timeout=45)
         assert crawl.returncode == 130 and "Traceback" not in err, err
         job = rag_json(env, "jobs")[0]
         assert job["state"] == "cancelled", job
