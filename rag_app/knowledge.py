@@ -75,6 +75,7 @@ from rag_app.owner_lock import StoreOwnerLock, state_dirs
 from rag_app.parsing.metadata_modes import ApplyMetadataModes
 from rag_app.parsing.router import StructuredNodeParser
 from rag_app.passages import (
+    DRY_RUNS,
     Piece,
     PieceReader,
     first_reaches,
@@ -989,7 +990,11 @@ class KnowledgeBase:
         (`rag_app.passages`). The neighbours of those hits came with them (`near`), as many
         as `reaches` says; what else the passages need is read in as few reads as
         `PieceReader` manages."""
-        reader = PieceReader(lambda todo: _pieces(self.store.section_chunks(todo)))
+        in_memory = self.store.chroma.rows is not None  # no read worth batching
+        reader = PieceReader(
+            lambda todo: _pieces(self.store.section_chunks(todo)),
+            dry_runs=0 if in_memory else DRY_RUNS,
+        )
         reader.add(_pieces(near.chunks), near.asked)
         return reader.expand(
             hits,

@@ -190,14 +190,21 @@ def expand_hits(
     out: list[Hit] = []
     covered: dict[str, set[int]] = {}
     used = 0
+    costs: dict[int, int] = {}  # each hit's overhead, worked out once
+
+    def cost(position: int) -> int:
+        if position not in costs:
+            costs[position] = overhead(hits[position])
+        return costs[position]
+
     for position, hit in enumerate(hits):
         if len(out) >= limit:
             break
         if hit.chunk_index in covered.get(hit.source_url, set()):
             continue  # already shown inside a better-ranked passage
-        later = hits[position + 1 : position + limit - len(out)]
+        later = range(position + 1, min(len(hits), position + limit - len(out)))
         # room kept for the next hits' own chunks and every hit's heading lines
-        reserved = sum(len(h.text) + overhead(h) for h in later) + overhead(hit)
+        reserved = sum(len(hits[i].text) + cost(i) for i in later) + cost(position)
         budget = min(per_hit, total - used - reserved)
         if budget < len(hit.text):
             if out:
@@ -212,7 +219,7 @@ def expand_hits(
         nears = [start, *(r for r in sorted({FIRST_REACH, reach}) if start < r <= reach)]
         text, indexes = _widened(hit, fetch, budget, nears, shown)
         covered.setdefault(hit.source_url, set()).update(indexes)
-        used += len(text) + overhead(hit)
+        used += len(text) + cost(position)
         out.append(replace(hit, rank=len(out) + 1, passage=text, passage_chunks=indexes))
     return out
 
@@ -224,12 +231,16 @@ class PieceReader:
     passages want; that is read at once and the dry run repeated (each pass reads only
     what the last one met missing, at most `DRY_RUNS` times); the passages are then built
     for real, reading anything still missing as it is met, so they are always those of a
-    reader that read every window."""
+    reader that read every window. With `dry_runs=0` (reads are cheap: the rows are in
+    memory) the passages are built at once, reading as they go."""
 
     def __init__(
-        self, read: Callable[[list[tuple[str, list[int]]]], list[tuple[str, Piece]]]
+        self,
+        read: Callable[[list[tuple[str, list[int]]]], list[tuple[str, Piece]]],
+        dry_runs: int = DRY_RUNS,
     ) -> None:
         self._read = read
+        self._dry_runs = dry_runs
         self.reads = 0
         self._asked: dict[str, set[int]] = {}
         self._pieces: dict[str, dict[int, Piece]] = {}
@@ -272,7 +283,7 @@ class PieceReader:
             self.load([(source, first, last)])
             return self.at_hand(source, first, last)
 
-        for _ in range(DRY_RUNS):
+        for _ in range(self._dry_runs):
             dry = expand_hits(hits, guess, **options)
             if not misses:
                 return dry

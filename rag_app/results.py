@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from rag_app.markdown_fences import Fences
@@ -111,20 +111,26 @@ def hit_place(h: Hit) -> str:
     return " › ".join(p for p in (h.title, *path) if p)
 
 
-def format_hit(h: Hit, rank: int) -> str:
-    """One hit: `## [rank] Source: <url>`, its place (title › heading path, and the page
-    of a PDF) and scores, then its passage (or chunk text)."""
+def _hit_header(h: Hit, rank: int) -> str:
+    """A hit's heading lines: `## [rank] Source: <url>`, then its place (title › heading
+    path, and the page of a PDF) and scores."""
     place = hit_place(h)
     page = f"p. {h.page}" if h.page is not None else ""
     about = " · ".join(p for p in (place, page, _scores(h)) if p)
-    body = demote_headings(h.passage or h.text)
-    return f"{'#' * HIT_HEADING_LEVEL} [{rank}] Source: {h.source_url}\n{about}\n\n{body}"
+    return f"{'#' * HIT_HEADING_LEVEL} [{rank}] Source: {h.source_url}\n{about}"
+
+
+def format_hit(h: Hit, rank: int) -> str:
+    """One hit: its heading lines (`_hit_header`), a blank line, then its passage (or
+    chunk text)."""
+    return f"{_hit_header(h, rank)}\n\n{demote_headings(h.passage or h.text)}"
 
 
 def hit_overhead(h: Hit) -> int:
-    """Characters a hit adds to the answer besides its passage: its heading lines and the
-    blank line that separates it from the next hit."""
-    return len(format_hit(replace(h, passage=" "), 99)) - 1 + 2
+    """Characters a hit adds to the answer besides its passage: its heading lines (with a
+    two-digit rank), the blank line under them and the one that separates it from the
+    next hit."""
+    return len(_hit_header(h, 99)) + 4
 
 
 def format_context(hits: list[Hit]) -> str:

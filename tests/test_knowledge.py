@@ -108,7 +108,12 @@ async def test_passages_are_read_with_the_hits_and_follow_a_re_ingest(
     monkeypatch.setattr(collection, "get", counted)
     hit = (await kb.retrieve("手順6 項目6", n_results=3)).hits[0]
     assert "手順5" in hit.passage and "手順7" in hit.passage
+    assert reads == []  # a small store holds its rows in memory
+    held, kb.store.chroma.rows = kb.store.chroma.rows, None  # as one too big for that
+    again = (await kb.retrieve("手順6 項目6", n_results=3)).hits[0]
+    assert again.passage == hit.passage
     assert 1 <= len(reads) <= 2  # the hits with their neighbours, and at most one more
+    kb.store.chroma.rows = held
     # the page changes: three steps fewer in front, so every chunk index moves
     write_steps_page(page, 4)
     page.touch()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
@@ -27,6 +27,7 @@ from rag_app.errors import EmbeddingMismatchError, StoreUnavailableError
 from rag_app.index import stored_text
 from rag_app.index.chunk_orders import ChunkOrder, ChunkOrders
 from rag_app.index.exact_vectors import ExactVectors, VectorMatches
+from rag_app.index.stored_rows import Row, StoredRows
 from rag_app.parsing.metadata_modes import follows_modes, set_metadata_modes
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,14 @@ class SectionChunk(NamedTuple):
     chunk_index: int
     text: str
     heading_path: str
+
+
+def _rows_of(got: Any) -> dict[str, Row]:
+    """`{id: (document, metadata)}` of a Chroma `get` that included both."""
+    return {
+        i: (d, m or {})
+        for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+    }
 
 
 def _section_chunks(got: Any) -> list[SectionChunk]:
@@ -161,6 +170,8 @@ class ChromaStore:
         self.ef_search = ef_search
         self.exact_max_chunks = exact_max_chunks
         self.exact: ExactVectors | None = None  # see read_exact, adopt_exact
+        self.rows: StoredRows | None = None
+        """The stored rows in memory, kept while `exact` is (see `load_rows`)."""
         self.orders = ChunkOrders()  # sources' chunk orders, from their records
         self.model_name = model_name
         self.dimension = dimension
@@ -174,6 +185,7 @@ class ChromaStore:
         self.vector_store = ChromaVectorStore(chroma_collection=self.collection)
         if exact_max_chunks > 0 and self.count() == 0:
             self.exact = ExactVectors(dimension)
+            self.rows = StoredRows()
 
     def _open_chunks(self, name: str) -> Collection:
         wanted = {MODEL_KEY: self.model_name, DIM_KEY: self.dimension}
@@ -238,22 +250,24 @@ class ChromaStore:
         kept = [n for n in nodes if n.node_id in stored]
         for start in range(0, len(kept), WRITE_SLICE):
             batch = kept[start : start + WRITE_SLICE]
+            ids = [n.node_id for n in batch]
             self.collection.update(
-                ids=[n.node_id for n in batch],
-                metadatas=[stored_text.ascii_metadata(n) for n in batch],
+                ids=ids, metadatas=[stored_text.ascii_metadata(n) for n in batch]
             )
+            self.forget_rows(ids)  # read again in full: only part of each row was written
         nodes = [n for n in nodes if n.node_id not in stored]
         for start in range(0, len(nodes), WRITE_SLICE):
             batch = nodes[start : start + WRITE_SLICE]
             ids = [n.node_id for n in batch]
             embeddings = [n.get_embedding() for n in batch]
+            documents = [stored_text.encode(n.get_content()) for n in batch]
+            metadatas = [stored_text.ascii_metadata(n) for n in batch]
             self.collection.upsert(
-                ids=ids,
-                embeddings=embeddings,
-                documents=[stored_text.encode(n.get_content()) for n in batch],
-                metadatas=[stored_text.ascii_metadata(n) for n in batch],
+                ids=ids, embeddings=embeddings, documents=documents, metadatas=metadatas
             )
             self._mirror(ids, embeddings, [str(n.metadata.get("source_url", "")) for n in batch])
+            if (rows := self.rows) is not None:
+                rows.put(ids, documents, metadatas)
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), WRITE_SLICE):
@@ -261,6 +275,7 @@ class ChromaStore:
             self.vector_store.delete_nodes(node_ids=part)
             if self.exact is not None:
                 self.exact.delete(part)
+            self.forget_rows(part)
 
     # --- the exact-search copy (rag_app/index/exact_vectors.py) ------------
     def read_exact(
@@ -310,9 +325,45 @@ class ChromaStore:
         self._settle(exact, self.all_ids())
         if len(exact) != self.count():  # another machine wrote while ids were paged
             self._settle(exact, self.all_ids())
-        self.exact = exact
+        self.exact, self.rows = exact, StoredRows()  # rows: filled by `load_rows`
         self._drop_exact_if_too_big()
         return self.exact is not None
+
+    def load_rows(self, stop: threading.Event | None = None) -> int:
+        """Read every stored row into the in-memory copy (`rag_app.index.stored_rows`),
+        page by page, taking no lock: a page read while a write lands is skipped (its rows
+        are read when a search first needs them). Returns how many rows it holds."""
+        rows = self.rows
+        offset = 0
+        while rows is not None and rows is self.rows and not (stop and stop.is_set()):
+            since = rows.generation
+            got = self.collection.get(
+                limit=_PAGE, offset=offset, include=["documents", "metadatas"]
+            )
+            if not got["ids"]:
+                break
+            rows.fill(_rows_of(got), since)
+            offset += len(got["ids"])
+        return len(rows) if rows is not None else 0
+
+    def _read_rows(self, ids: Sequence[str]) -> dict[str, Row]:
+        """Stored rows of `ids` (those that exist): from memory where held, the rest from
+        Chroma in one read (and kept, unless a write came in meanwhile)."""
+        rows = self.rows
+        if rows is None:
+            return _rows_of(self.collection.get(ids=list(ids), include=["documents", "metadatas"]))
+        found, missing = rows.get(ids)
+        if missing:
+            since = rows.generation
+            read = _rows_of(self.collection.get(ids=missing, include=["documents", "metadatas"]))
+            rows.fill(read, since)
+            found.update(read)
+        return found
+
+    def forget_rows(self, ids: Iterable[str]) -> None:
+        """Drop the in-memory rows of `ids` (changed by another writer)."""
+        if (rows := self.rows) is not None:
+            rows.forget(ids)
 
     def _mirror(self, ids: list[str], embeddings: Sequence[Any], sources: list[str]) -> None:
         exact = self.exact
@@ -323,7 +374,7 @@ class ChromaStore:
 
     def _drop_exact_if_too_big(self) -> None:
         if self.exact is not None and len(self.exact) > self.exact_max_chunks:
-            self.exact = None
+            self.exact, self.rows = None, None
             logger.info(
                 "The store passed %d chunks (RAG_EXACT_SEARCH_MAX_CHUNKS); vector search uses "
                 "Chroma's HNSW index from now on.",
@@ -337,6 +388,7 @@ class ChromaStore:
         if exact is None:
             return
         have = exact.ids_of_source(source)
+        self.forget_rows(have | ids)  # another writer's rows: read again when asked
         exact.delete(have - ids)
         vectors = self.existing_embeddings(sorted(ids - have))
         self._mirror(list(vectors), list(vectors.values()), [source] * len(vectors))
@@ -356,6 +408,7 @@ class ChromaStore:
         extra = have - chunk_ids
         exact.delete(extra)
         missing = sorted(chunk_ids - have)
+        self.forget_rows([*extra, *missing])
         for start in range(0, len(missing), 500):
             got = self.collection.get(
                 ids=missing[start : start + 500], include=["embeddings", "metadatas"]
@@ -452,6 +505,8 @@ class ChromaStore:
                 metadatas=got["metadatas"],
             )
             self._mirror(list(got["ids"]), got["embeddings"], _sources(got))
+            if (rows := self.rows) is not None:
+                rows.put(list(got["ids"]), got["documents"], got["metadatas"])
             written += len(got["ids"])
         return written
 
@@ -491,17 +546,12 @@ class ChromaStore:
         wanted = list(dict.fromkeys([*node_ids, *section_ids]))
         if not wanted:
             return [], []
-        got = self.collection.get(ids=wanted, include=["documents", "metadatas"])
-        as_node, as_piece = set(node_ids), set(section_ids)
-        nodes: list[TextNode] = []
-        rows: dict[str, list[Any]] = {"documents": [], "metadatas": []}
-        for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-            if i in as_node:
-                nodes.append(self._to_node(i, d, m))
-            if i in as_piece:
-                rows["documents"].append(d)
-                rows["metadatas"].append(m)
-        return nodes, _section_chunks(rows)
+        got = self._read_rows(wanted)
+        nodes = [self._to_node(i, *got[i]) for i in dict.fromkeys(node_ids) if i in got]
+        pieces = [got[i] for i in dict.fromkeys(section_ids) if i in got]
+        return nodes, _section_chunks(
+            {"documents": [d for d, _ in pieces], "metadatas": [m for _, m in pieces]}
+        )
 
     def source_nodes(self, source: str) -> list[TextNode]:
         """Every stored chunk of `source` (any order)."""
@@ -528,11 +578,8 @@ class ChromaStore:
     def get_nodes(self, ids: Sequence[str]) -> list[TextNode]:
         if not ids:
             return []
-        got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
-        return [
-            self._to_node(i, d, m)
-            for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        ]
+        got = self._read_rows(ids)
+        return [self._to_node(i, *got[i]) for i in dict.fromkeys(ids) if i in got]
 
     def iter_nodes(self, batch: int = _BATCH) -> Iterator[TextNode]:
         """Every stored chunk (text + metadata), for BM25 rebuild and reindex."""

@@ -158,9 +158,10 @@ class KnowledgeStore:
             return synced
 
     def load_exact_vectors(self) -> None:
-        """Fill the exact-search copy of the vectors from Chroma. Reading takes no lock
-        (writes go on; searches use HNSW until it is ready); the copy is then settled
-        against Chroma's ids under the write lock. Logs how long it took."""
+        """Fill the exact-search copy of the vectors from Chroma, then the in-memory copy of
+        the stored rows. Reading takes no lock (writes go on; searches use HNSW and read
+        Chroma until it is ready); the vectors are then settled against Chroma's ids under
+        the write lock. Logs how long it took."""
         start = time.perf_counter()
         chroma = self.chroma
         if chroma.exact is not None:
@@ -177,10 +178,19 @@ class KnowledgeStore:
         except Exception as err:  # e.g. the collection went away: HNSW keeps answering
             logger.warning("Exact vector search is off for this store: %s", err)
             return
+        loaded = time.perf_counter()
+        try:  # no lock: a page a write overlaps is left to be read when a search needs it
+            rows = chroma.load_rows(self.closing)
+        except Exception as err:  # searches read their rows from Chroma meanwhile
+            logger.warning("Could not read the stored rows into memory: %s", err)
+            rows = 0
         logger.info(
-            "Exact vector search over %d chunks (loaded in %.2f s).",
+            "Exact vector search over %d chunks (loaded in %.2f s); %d rows held in memory "
+            "(read in %.2f s).",
             len(exact),
-            time.perf_counter() - start,
+            loaded - start,
+            rows,
+            time.perf_counter() - loaded,
         )
 
     def heal_vectors(self) -> bool:
@@ -437,6 +447,7 @@ class KnowledgeStore:
         with self._write_lock:
             ids = set(self.chroma.ids_for_source(source))
             have = set(self.chunk_ids(source))
+            self.chroma.forget_rows(ids | have)  # held rows may predate the other's write
             new_nodes = self.chroma.get_nodes(sorted(ids - have))
             docs = [bm25_doc(n) for n in new_nodes]
             docs += [BM25Document(i, "", source) for i in ids & have]  # kept, not re-read
