@@ -138,7 +138,7 @@ async def _follow_job(
         stopped = await asyncio.shield(kb.cancel_job(job["id"]))
         if stopped["state"] == "running":
             print(stopping or "Stopping the job...", file=sys.stderr, flush=True)
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(Exception):  # e.g. the service went away: still 130
                 await asyncio.shield(asyncio.wait_for(kb.wait_job(job["id"]), STOP_WAIT_SEC))
         raise
     finally:

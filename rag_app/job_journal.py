@@ -86,10 +86,11 @@ class JobJournal:
             self._queued = data
             self._wanted += 1
             if self._writer is None:
-                self._writer = threading.Thread(
+                writer = threading.Thread(
                     target=self._write_queued, name="rag-job-journal", daemon=True
                 )
-                self._writer.start()
+                writer.start()  # if no thread can start, the next write tries again
+                self._writer = writer
             self._cond.notify_all()
 
     def _write_queued(self) -> None:

@@ -773,12 +773,16 @@ class KnowledgeBase:
         """Cancel every running job and end a reindex at its next batch (the owner is
         closing): nothing keeps writing once ownership is given up."""
         await self._jobs.cancel_all()
-        if self._jobs.journal is not None:  # their records are on disk before ownership ends
-            await asyncio.to_thread(self._jobs.journal.flush)
+        await asyncio.to_thread(self.flush_journal)  # on disk before ownership ends
         self._closing.set()  # a reindex in a worker thread ends at its next batch
         if self._reembedding is not None:
             await self._reembedding
             self._reembedding = None
+
+    def flush_journal(self, timeout: float = 10.0) -> None:
+        """Wait until the job records are on disk (the owner is stopping)."""
+        if self._jobs.journal is not None:
+            self._jobs.journal.flush(timeout)
 
     @property
     def running_jobs(self) -> int:
@@ -983,6 +987,17 @@ class KnowledgeBase:
             overlap=settings.rag_chunk_overlap,
         )
 
+    def _reads_are_cheap(self, hits: list[Hit]) -> bool:
+        """Whether the passages of `hits` can be read as they grow: every row is in memory
+        and each hit's source lists its chunks in order (else a window is a Chroma
+        metadata query, and the dry runs batch them)."""
+        chroma = self.store.chroma
+        rows = chroma.rows
+        if rows is None or not rows.complete:
+            return False
+        orders = chroma.chunk_orders(list(dict.fromkeys(h.source_url for h in hits)))
+        return all(order.ids for order in orders.values())
+
     def _passages(
         self, hits: list[Hit], settings: RAGSettings, reaches: list[int], near: Neighbourhood
     ) -> list[Hit]:
@@ -990,10 +1005,9 @@ class KnowledgeBase:
         (`rag_app.passages`). The neighbours of those hits came with them (`near`), as many
         as `reaches` says; what else the passages need is read in as few reads as
         `PieceReader` manages."""
-        in_memory = self.store.chroma.rows is not None  # no read worth batching
         reader = PieceReader(
             lambda todo: _pieces(self.store.section_chunks(todo)),
-            dry_runs=0 if in_memory else DRY_RUNS,
+            dry_runs=0 if self._reads_are_cheap(hits[: len(reaches)]) else DRY_RUNS,
         )
         reader.add(_pieces(near.chunks), near.asked)
         return reader.expand(

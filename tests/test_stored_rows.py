@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import chromadb
+import pytest
 from llama_index.core.schema import TextNode
 
 from rag_app.index.bm25_index import BM25Index
@@ -13,16 +15,26 @@ from rag_app.index.store import KnowledgeStore
 from rag_app.index.stored_rows import StoredRows
 
 
-def test_a_fill_read_before_a_write_is_dropped() -> None:
+def test_a_fill_read_before_a_write_keeps_only_the_rows_no_write_touched() -> None:
     rows = StoredRows()
     since = rows.generation  # a reader starts its Chroma read ...
     rows.forget(["a"])  # ... a writer changes "a" meanwhile ...
-    assert not rows.fill({"a": ("old", {})}, since)  # ... so what it read is not kept
-    assert rows.get(["a"]) == ({}, ["a"])
+    dropped = rows.fill({"a": ("old", {}), "b": ("bee", {})}, since)
+    assert dropped == 1  # ... so its "a" is not kept; "b", untouched, is
+    assert rows.get(["a", "b"]) == ({"b": ("bee", {})}, ["a"])
     since = rows.generation
-    assert rows.fill({"a": ("new", {"k": 1})}, since)
-    rows.put(["b"], ["bee"], [None])
-    assert rows.get(["a", "b", "c"]) == ({"a": ("new", {"k": 1}), "b": ("bee", {})}, ["c"])
+    assert rows.fill({"a": ("new", {"k": 1})}, since) == 0
+    rows.put(["c"], ["sea"], [{"heading_path": None, "k": 2}])  # Chroma keeps no None value
+    assert rows.get(["a", "c"])[0] == {"a": ("new", {"k": 1}), "c": ("sea", {"k": 2})}
+
+
+def test_fills_older_than_a_reset_of_the_write_record_are_dropped_whole() -> None:
+    rows = StoredRows()
+    since = rows.generation
+    for i in range(10_010):  # churn: ids written and gone, more than the record keeps
+        rows.forget([f"gone{i}"])
+    assert rows.fill({"x": ("old", {})}, since) == 1  # "x" may have been written: unknown
+    assert rows.fill({"x": ("now", {})}, rows.generation) == 0
 
 
 def _node(i: str, source: str, text: str, title: str = "") -> TextNode:
@@ -37,7 +49,7 @@ def test_reads_match_chroma_through_writes_deletes_and_another_writer(tmp_path: 
         poll_changes=False, exact_max_chunks=100,
     )  # fmt: skip
     chroma = store.chroma
-    assert chroma.rows is not None  # an empty store holds its rows from the start
+    assert chroma.rows is not None and chroma.rows.complete  # empty: every row is held
     chroma.upsert_nodes([_node("a1", "s", "日本語のテキスト"), _node("a2", "s", "two")])
     assert len(chroma.rows) == 2  # what was written, as written
     [got] = chroma.get_nodes(["a1"])
@@ -69,8 +81,35 @@ def test_a_reopened_store_reads_its_rows_into_memory(tmp_path: Path) -> None:
     assert store.chroma.rows is None  # not empty: read in the background
     store.load_exact_vectors()
     rows = store.chroma.rows
-    assert rows is not None and len(rows) == 10
+    assert rows is not None and len(rows) == 10 and rows.complete
     assert rows.get(["c3"])[0]["c3"][0] == "text 3"
     store.chroma.upsert_nodes([_node(f"n{i}", "big", "x") for i in range(91)])
     assert store.chroma.rows is None and store.chroma.exact is None  # past the limit: off
     assert len(store.chroma.get_nodes(["c3", "n5"])) == 2  # read from Chroma
+
+
+def test_a_write_that_fails_after_chroma_applied_it_leaves_no_stale_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chroma = ChromaStore(
+        chromadb.PersistentClient(path=str(tmp_path)), "kb_fail", model_name="m", dimension=3,
+        exact_max_chunks=100,
+    )  # fmt: skip
+    chroma.upsert_nodes([_node("a1", "s", "one"), _node("a2", "s", "two")])
+    collection = type(chroma.collection)
+
+    def applied_then_lost(real: Any) -> Any:
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            real(self, *args, **kwargs)  # a server applied it, then the answer was lost
+            raise TimeoutError("timed out")
+
+        return call
+
+    for name in ("update", "delete"):
+        monkeypatch.setattr(collection, name, applied_then_lost(getattr(collection, name)))
+    with pytest.raises(TimeoutError):
+        chroma.upsert_nodes([_node("a1", "s", "one", title="new")], stored={"a1"})
+    with pytest.raises(TimeoutError):
+        chroma.delete_ids(["a2"])
+    monkeypatch.undo()
+    assert [n.metadata["title"] for n in chroma.get_nodes(["a1", "a2"])] == ["new"]

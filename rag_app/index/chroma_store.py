@@ -7,6 +7,7 @@ The chunk collection records its embedding model and dimension and refuses a mis
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -68,6 +69,11 @@ class SectionChunk(NamedTuple):
     chunk_index: int
     text: str
     heading_path: str
+
+
+def _only(keep: Sequence[bool], *columns: Sequence[Any]) -> list[list[Any]]:
+    """Each column's items where `keep` is true."""
+    return [[v for v, k in zip(col, keep, strict=True) if k] for col in columns]
 
 
 def _rows_of(got: Any) -> dict[str, Row]:
@@ -185,7 +191,7 @@ class ChromaStore:
         self.vector_store = ChromaVectorStore(chroma_collection=self.collection)
         if exact_max_chunks > 0 and self.count() == 0:
             self.exact = ExactVectors(dimension)
-            self.rows = StoredRows()
+            self.rows = StoredRows(complete=True)
 
     def _open_chunks(self, name: str) -> Collection:
         wanted = {MODEL_KEY: self.model_name, DIM_KEY: self.dimension}
@@ -251,10 +257,12 @@ class ChromaStore:
         for start in range(0, len(kept), WRITE_SLICE):
             batch = kept[start : start + WRITE_SLICE]
             ids = [n.node_id for n in batch]
-            self.collection.update(
-                ids=ids, metadatas=[stored_text.ascii_metadata(n) for n in batch]
-            )
-            self.forget_rows(ids)  # read again in full: only part of each row was written
+            try:
+                self.collection.update(
+                    ids=ids, metadatas=[stored_text.ascii_metadata(n) for n in batch]
+                )
+            finally:  # read again in full: only part of each row was written
+                self.forget_rows(ids)
         nodes = [n for n in nodes if n.node_id not in stored]
         for start in range(0, len(nodes), WRITE_SLICE):
             batch = nodes[start : start + WRITE_SLICE]
@@ -262,19 +270,26 @@ class ChromaStore:
             embeddings = [n.get_embedding() for n in batch]
             documents = [stored_text.encode(n.get_content()) for n in batch]
             metadatas = [stored_text.ascii_metadata(n) for n in batch]
-            self.collection.upsert(
-                ids=ids, embeddings=embeddings, documents=documents, metadatas=metadatas
-            )
-            self._mirror(ids, embeddings, [str(n.metadata.get("source_url", "")) for n in batch])
+            exact = self.exact  # ids it holds are stored already: Chroma merges their metadata
+            new = [exact is None or i not in exact for i in ids]
+            with self._rows_written(ids):
+                self.collection.upsert(
+                    ids=ids, embeddings=embeddings, documents=documents, metadatas=metadatas
+                )
+                self._mirror(
+                    ids, embeddings, [str(n.metadata.get("source_url", "")) for n in batch]
+                )
             if (rows := self.rows) is not None:
-                rows.put(ids, documents, metadatas)
+                rows.forget([i for i, fresh in zip(ids, new, strict=True) if not fresh])
+                rows.put(*_only(new, ids, documents, metadatas))
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), WRITE_SLICE):
             part = list(ids[start : start + WRITE_SLICE])
-            self.vector_store.delete_nodes(node_ids=part)
-            if self.exact is not None:
-                self.exact.delete(part)
+            with self._rows_written(part):
+                self.vector_store.delete_nodes(node_ids=part)
+                if self.exact is not None:
+                    self.exact.delete(part)
             self.forget_rows(part)
 
     # --- the exact-search copy (rag_app/index/exact_vectors.py) ------------
@@ -331,8 +346,8 @@ class ChromaStore:
 
     def load_rows(self, stop: threading.Event | None = None) -> int:
         """Read every stored row into the in-memory copy (`rag_app.index.stored_rows`),
-        page by page, taking no lock: a page read while a write lands is skipped (its rows
-        are read when a search first needs them). Returns how many rows it holds."""
+        page by page, taking no lock: rows a write touched meanwhile are not kept (they are
+        read when a search first needs them). Returns how many rows it holds."""
         rows = self.rows
         offset = 0
         while rows is not None and rows is self.rows and not (stop and stop.is_set()):
@@ -341,6 +356,7 @@ class ChromaStore:
                 limit=_PAGE, offset=offset, include=["documents", "metadatas"]
             )
             if not got["ids"]:
+                rows.complete = True
                 break
             rows.fill(_rows_of(got), since)
             offset += len(got["ids"])
@@ -359,6 +375,16 @@ class ChromaStore:
             rows.fill(read, since)
             found.update(read)
         return found
+
+    @contextlib.contextmanager
+    def _rows_written(self, ids: Sequence[str]) -> Iterator[None]:
+        """A write of `ids`: if it fails part-way, Chroma may hold it anyway, so the copy
+        forgets their rows (read again when asked)."""
+        try:
+            yield
+        except BaseException:
+            self.forget_rows(ids)
+            raise
 
     def forget_rows(self, ids: Iterable[str]) -> None:
         """Drop the in-memory rows of `ids` (changed by another writer)."""
@@ -498,12 +524,13 @@ class ChromaStore:
                 continue
             if not got["ids"]:
                 continue
-            self.collection.upsert(  # never delete first: a crash must not lose them
-                ids=got["ids"],
-                embeddings=[list(e) for e in got["embeddings"]],
-                documents=got["documents"],
-                metadatas=got["metadatas"],
-            )
+            with self._rows_written(got["ids"]):
+                self.collection.upsert(  # never delete first: a crash must not lose them
+                    ids=got["ids"],
+                    embeddings=[list(e) for e in got["embeddings"]],
+                    documents=got["documents"],
+                    metadatas=got["metadatas"],
+                )
             self._mirror(list(got["ids"]), got["embeddings"], _sources(got))
             if (rows := self.rows) is not None:
                 rows.put(list(got["ids"]), got["documents"], got["metadatas"])

@@ -79,6 +79,9 @@ class ExactVectors:
     def __len__(self) -> int:
         return len(self._ids)
 
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self._row
+
     def ids(self) -> set[str]:
         with self._lock:
             return set(self._ids)

@@ -127,6 +127,8 @@ class StoreService:
                 if not self.settings.chroma_host:  # as good as a kill: the next start checks
                     (lock.primary / VECTOR_CHECK_PENDING).touch()
                 logger.error("Store service %d stopped with work in progress.", os.getpid())
+                if self.kb is not None:  # a job that stopped late: its record still lands
+                    self.kb.flush_journal(2.0)
                 logging.shutdown()
                 os._exit(75)
             lock.release()
