@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rag_app.crawl.scope import page_key
 from rag_app.job_journal import JOURNAL_FILE
 from tests.docs_site import IN_SCOPE
@@ -125,8 +127,9 @@ async def test_rag_crawl_job_over_stdio_is_seen_and_cancelled_by_other_clients(
 def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
     tmp_path: Path, site: StaticSite
 ) -> None:
-    # 1 s between pages: each `rag jobs` below is a process start, slow on a busy machine
-    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="1.0")
+    # 2.5 s between pages (~30 s for the site): each `rag jobs` below is a process start,
+    # seconds on a busy machine, and at 1 s the whole crawl once ended before one answered
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="2.5")
     try:
         crawl = rag_async(env, "crawl", site.url("/docs/"), "--max-depth", "10", "-x", "_static")
         deadline = time.monotonic() + 60
@@ -145,6 +148,7 @@ def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
         rag(env, "service", "stop")
 
 
+@pytest.mark.long
 def test_a_crawl_cut_off_by_a_killed_owner_is_resumed_by_the_next_one(
     tmp_path: Path, site: StaticSite
 ) -> None:

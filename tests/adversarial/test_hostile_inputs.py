@@ -103,6 +103,7 @@ async def test_catastrophic_crawl_pattern(
         await still_answers(client)
 
 
+@pytest.mark.long
 async def test_hostile_pages_are_bounded_and_the_server_keeps_answering(
     tmp_path: Path, env: dict[str, str], httpserver: HTTPServer
 ) -> None:
