@@ -22,14 +22,6 @@ from rag_app.data import SAMPLES as SAMPLES_NAME
 from rag_app.data import data_path
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `long` run first: on two workers, one started last kept a worker
-    busy for a minute or more after the other had run out of tests."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
-
-
 SAMPLES = data_path(SAMPLES_NAME)
 
 _SETTING_VARS = (

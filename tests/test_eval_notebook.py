@@ -27,7 +27,6 @@ def _text_outputs(notebook: nbformat.NotebookNode) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.long
 def test_notebook_executes_and_reports_metrics() -> None:
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), (

@@ -17,7 +17,6 @@ UNKNOWN_CODE = "nm7tok2 with unittest.mock.patch"
 """Every word is stored but the code it names is not: declined at any cut-off."""
 
 
-@pytest.mark.long
 async def test_a_declined_search_is_shown_as_such_by_the_cli_and_over_mcp(tmp_path: Path) -> None:
     # a cut-off this high declines every weak search: the lexical evidence decides
     env = store_env(tmp_path, RAG_NO_MATCH_CUTOFF="10")

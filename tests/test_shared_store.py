@@ -93,7 +93,6 @@ async def test_a_write_by_any_process_is_found_by_the_next_search_of_every_other
     assert status["state"] == "ready" and status["pid"] == owner_pid(env)
 
 
-@pytest.mark.long
 async def test_nothing_is_lost_with_three_servers_two_indexers_and_a_crawl(
     tmp_path: Path, httpserver: HTTPServer
 ) -> None:
@@ -147,7 +146,6 @@ async def test_nothing_is_lost_with_three_servers_two_indexers_and_a_crawl(
     assert "Rebuilding the BM25 index" not in log and "differed" not in log
 
 
-@pytest.mark.long
 def test_kill_9_at_random_moments_loses_nothing_reported_committed(tmp_path: Path) -> None:
     """At least 20 rounds: a writer (the owner itself, or a `rag` client) is killed
     mid-work. A round whose `rag index` finished before its moment kills nothing, so

@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from rag_app.crawl.scope import page_key
 from rag_app.job_journal import JOURNAL_FILE
 from tests.docs_site import IN_SCOPE
@@ -148,7 +146,6 @@ def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
         rag(env, "service", "stop")
 
 
-@pytest.mark.long
 def test_a_crawl_cut_off_by_a_killed_owner_is_resumed_by_the_next_one(
     tmp_path: Path, site: StaticSite
 ) -> None:

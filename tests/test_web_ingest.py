@@ -53,7 +53,6 @@ async def kb(
     await base.aclose()
 
 
-@pytest.mark.long
 async def test_crawl_then_search_finds_table_row(
     httpserver: HTTPServer, kb: KnowledgeBase, counting_embed: CountingEmbedding
 ) -> None:

@@ -62,7 +62,6 @@ def test_chroma_server_down_then_back(tmp_path: Path) -> None:
         server.wait()
 
 
-@pytest.mark.long
 def test_a_full_disk_is_one_sentence_and_loses_nothing(tmp_path: Path) -> None:
     env = store_env(tmp_path, RAG_STORE_STALL_SEC="10")
     write_notes(tmp_path / "base", "lam", 3)
@@ -136,7 +135,6 @@ def _persist_hnsw_then_drop_the_filler(chroma_dir: Path) -> Path:
     return folder
 
 
-@pytest.mark.long
 def test_a_damaged_vector_index_is_set_aside_and_embedded_again(tmp_path: Path) -> None:
     env = store_env(tmp_path)
     notes = write_notes(tmp_path / "notes", "xi", 4)
