@@ -462,6 +462,35 @@ def test_a_passage_follows_a_page_another_machine_rewrote(
     assert after == passage(a)
 
 
+def test_a_chunk_another_machine_only_moved_is_read_at_its_new_place(
+    tmp_path: Path, chroma_server: int
+) -> None:
+    """A section removed in front keeps the later chunks' text, so their ids, and changes
+    only their `chunk_index`: the reader that holds those rows in memory must not show the
+    old one."""
+    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server)}
+    collection = f"q{time.time_ns()}"
+    a = store_env(tmp_path / "a", RAG_COLLECTION_NAME=collection, **common)
+    b = store_env(tmp_path / "b", RAG_COLLECTION_NAME=collection, **common)
+    folder = tmp_path / "moved"
+    folder.mkdir()
+    sections = [f"## 節{i}\n\n節{i}の本文は短い。語{i}語{i}が出てくる。\n" for i in range(6)]
+
+    def write(first: int) -> None:
+        (folder / "page.md").write_text("# 移動\n\n" + "\n".join(sections[first:]), "utf-8")
+
+    def place(env: dict[str, str]) -> int:
+        return int(rag_json(env, "search", "語5語5", "-n", "1")["hits"][0]["chunk_index"])
+
+    write(0)
+    assert rag(b, "stats").returncode == 0  # b holds its rows in memory from the start
+    assert rag(a, "index", str(folder)).returncode == 0
+    before = place(b)
+    write(3)  # three sections fewer in front: the same chunk, three places earlier
+    assert rag(a, "index", str(folder)).returncode == 0
+    assert place(a) == place(b) < before
+
+
 def test_a_service_after_a_killed_one_checks_every_chunks_vector(tmp_path: Path) -> None:
     """The killed owner's published details are still there (a clean stop removes them):
     the next service checks the vector index once, and a clean stop leaves nothing for

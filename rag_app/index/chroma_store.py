@@ -286,11 +286,12 @@ class ChromaStore:
     def delete_ids(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), WRITE_SLICE):
             part = list(ids[start : start + WRITE_SLICE])
-            with self._rows_written(part):
+            try:
                 self.vector_store.delete_nodes(node_ids=part)
                 if self.exact is not None:
                     self.exact.delete(part)
-            self.forget_rows(part)
+            finally:  # gone, or perhaps gone if the write failed part-way
+                self.forget_rows(part)
 
     # --- the exact-search copy (rag_app/index/exact_vectors.py) ------------
     def read_exact(
@@ -387,7 +388,7 @@ class ChromaStore:
             raise
 
     def forget_rows(self, ids: Iterable[str]) -> None:
-        """Drop the in-memory rows of `ids` (changed by another writer)."""
+        """Drop the in-memory rows of `ids` (changed, or perhaps changed, in Chroma)."""
         if (rows := self.rows) is not None:
             rows.forget(ids)
 
@@ -414,7 +415,6 @@ class ChromaStore:
         if exact is None:
             return
         have = exact.ids_of_source(source)
-        self.forget_rows(have | ids)  # another writer's rows: read again when asked
         exact.delete(have - ids)
         vectors = self.existing_embeddings(sorted(ids - have))
         self._mirror(list(vectors), list(vectors.values()), [source] * len(vectors))
