@@ -1,6 +1,8 @@
 """Test helper: a folder served by Python's own `http.server` on loopback, as a static
 documentation site is (Last-Modified, If-Modified-Since → 304, `/dir` → `/dir/`,
-`index.html` for folders). Every request is recorded: path and conditional headers."""
+`index.html` for folders). Every request is recorded: path and conditional headers. A
+page can be held: its requests wait until the test lets it go (a crawl that cannot end
+before the test has done what it must do while the crawl runs)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+HOLD_LIMIT_SEC = 120.0
+"""The longest a held request waits: a test that forgets to let it go still ends."""
+
 
 @dataclass
 class StaticSite:
@@ -26,6 +31,12 @@ class StaticSite:
     statuses: list[tuple[str, int]] = field(default_factory=list)
     arrivals: list[tuple[str, float]] = field(default_factory=list)
     """(path, `time.monotonic()`) of each request, in arrival order."""
+    held: dict[str, threading.Event] = field(default_factory=dict)
+    """Paths whose requests wait until their event is set (at most `HOLD_LIMIT_SEC`)."""
+
+    def hold(self, path: str) -> threading.Event:
+        """Make requests for `path` wait until the returned event is set."""
+        return self.held.setdefault(path, threading.Event())
 
     def url(self, path: str) -> str:
         return self.base + path
@@ -40,6 +51,9 @@ class _Handler(SimpleHTTPRequestHandler):
     def do_GET(self) -> None:
         self.site.arrivals.append((self.path, time.monotonic()))
         self.site.requests.append((self.path, self.headers.get("If-Modified-Since", "")))
+        gate = self.site.held.get(self.path)
+        if gate is not None:
+            gate.wait(HOLD_LIMIT_SEC)
         super().do_GET()
 
     def send_response(self, code: int, message: str | None = None) -> None:

@@ -84,7 +84,8 @@ def test_rag_crawl_refresh_and_jobs_from_the_command_line(tmp_path: Path, site: 
 async def test_rag_crawl_job_over_stdio_is_seen_and_cancelled_by_other_clients(
     tmp_path: Path, site: StaticSite
 ) -> None:
-    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.5")
+    held = site.hold("/docs/guide/deep/b.html")  # the crawl cannot end before the cancel
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.5", RAG_CRAWL_TIMEOUT_SEC="300")
     try:
         async with rag_mcp(env, tmp_path / "mcp.log") as client:
             started = await client.call_tool(
@@ -119,15 +120,19 @@ async def test_rag_crawl_job_over_stdio_is_seen_and_cancelled_by_other_clients(
         check = rag(env, "check")
         assert check.returncode == 0 and check.stdout.startswith("consistent"), check.stdout
     finally:
+        held.set()
         rag(env, "service", "stop")
 
 
 def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
     tmp_path: Path, site: StaticSite
 ) -> None:
-    # 2.5 s between pages (~30 s for the site): each `rag jobs` below is a process start,
-    # seconds on a busy machine, and at 1 s the whole crawl once ended before one answered
-    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="2.5")
+    # The last page waits until the test lets it go, so the crawl cannot end before Ctrl-C
+    # (each `rag jobs` below is a process start, seconds on a busy machine: with the crawl
+    # paced at 2.5 s a page, the whole site was once crawled before one answered).
+    # The crawl's fetch timeout is above the hold, so the held page does not fail instead.
+    held = site.hold("/docs/guide/deep/b.html")
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.2", RAG_CRAWL_TIMEOUT_SEC="300")
     try:
         crawl = rag_async(env, "crawl", site.url("/docs/"), "--max-depth", "10", "-x", "_static")
         deadline = time.monotonic() + 60
@@ -142,14 +147,17 @@ def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
         assert job["state"] == "cancelled", job
         kept = stored_keys(env, site)
         assert 1 <= len(kept) < len(EXPECTED) and job["result"]["pages_crawled"] == len(kept)
+        assert "/docs/guide/deep/b.html" not in kept  # its fetch was under way: cancelled
     finally:
+        held.set()
         rag(env, "service", "stop")
 
 
 def test_a_crawl_cut_off_by_a_killed_owner_is_resumed_by_the_next_one(
     tmp_path: Path, site: StaticSite
 ) -> None:
-    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.5")
+    held = site.hold("/docs/guide/deep/b.html")  # the crawl cannot end before the kill
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.5", RAG_CRAWL_TIMEOUT_SEC="300")
     try:
         started = rag(
             env, "crawl", site.url("/docs/"), "--max-depth", "10", "-x", "_static", "--background"
@@ -167,6 +175,7 @@ def test_a_crawl_cut_off_by_a_killed_owner_is_resumed_by_the_next_one(
         assert pid is not None
         os.kill(pid, signal.SIGKILL)  # mid-crawl: the job never ended
         wait_gone(pid)
+        held.set()
         checkpoint = recorded_checkpoint(journal, job_id)  # the last one before the kill
         queued = {page_key(url) for url, _depth in checkpoint["pending"]}
         finished = {page_key(site.url(p)) for p in site.paths() if p != "/robots.txt"} - queued
@@ -187,4 +196,5 @@ def test_a_crawl_cut_off_by_a_killed_owner_is_resumed_by_the_next_one(
         check = rag(env, "check")
         assert check.returncode == 0 and check.stdout.startswith("consistent"), check.stdout
     finally:
+        held.set()
         rag(env, "service", "stop")
