@@ -113,3 +113,57 @@ def test_a_write_that_fails_after_chroma_applied_it_leaves_no_stale_row(
         chroma.delete_ids(["a2"])
     monkeypatch.undo()
     assert [n.metadata["title"] for n in chroma.get_nodes(["a1", "a2"])] == ["new"]
+
+
+def _machines(tmp_path: Path) -> tuple[KnowledgeStore, KnowledgeStore]:
+    """Two stores on one Chroma, each with its own BM25 (two machines), the second opened
+    on a store that is not empty (so it reads its copies in the background) and caught up."""
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+
+    def machine(name: str) -> KnowledgeStore:
+        return KnowledgeStore(
+            client, "kb_two", BM25Index(tmp_path / name), model_name="m", dimension=3,
+            poll_changes=True, exact_max_chunks=100,
+        )  # fmt: skip
+
+    other = machine("bm25-other")
+    other.replace_source("seed", [_node("z0", "seed", "seed")], None)
+    this = machine("bm25-this")
+    this.recover()
+    return other, this
+
+
+def _rows_gone_from_chroma(chroma: ChromaStore) -> set[str]:
+    assert chroma.rows is not None
+    held = set(chroma.rows._rows)
+    return held - set(chroma.collection.get(ids=sorted(held), include=[])["ids"])
+
+
+def test_a_row_read_before_catching_up_is_not_kept_after_its_chunk_is_gone(
+    tmp_path: Path,
+) -> None:
+    other, this = _machines(tmp_path)
+    other.replace_source("s", [_node("x0", "s", "first version")], None)  # not caught up
+    this.load_exact_vectors()  # vectors, then rows (x0 is in Chroma by now)
+    other.replace_source("s", [_node("y0", "s", "second version")], None)  # x0 deleted
+    this.catch_up()
+    assert _rows_gone_from_chroma(this.chroma) == set()
+    [node] = this.chroma.get_nodes(["y0"])
+    assert node.get_content() == "second version"
+
+
+def test_rows_another_machine_writes_during_the_load_stay_within_the_limit(
+    tmp_path: Path,
+) -> None:
+    other, this = _machines(tmp_path)
+    exact = this.chroma.read_exact(this.bm25.source_of)
+    assert exact is not None and this.chroma.adopt_exact(exact)
+    big = [_node(f"n{i:03d}0", "big", f"text {i}") for i in range(150)]
+    other.replace_source("big", big, None)  # past the limit of 100, while rows are read
+    this.chroma.load_rows()
+    assert this.chroma.rows is not None and len(this.chroma.rows) <= 100
+    other.replace_source("s", [_node("x0", "s", "first version")], None)
+    this.chroma.load_rows()
+    other.replace_source("s", [_node("y0", "s", "second version")], None)
+    this.catch_up()  # the store is past the limit: the copies are dropped
+    assert this.chroma.rows is None and this.chroma.exact is None

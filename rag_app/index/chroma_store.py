@@ -359,7 +359,7 @@ class ChromaStore:
             if not got["ids"]:
                 rows.complete = True
                 break
-            rows.fill(_rows_of(got), since)
+            rows.fill(self._held(_rows_of(got)), since)
             offset += len(got["ids"])
         return len(rows) if rows is not None else 0
 
@@ -373,9 +373,19 @@ class ChromaStore:
         if missing:
             since = rows.generation
             read = _rows_of(self.collection.get(ids=missing, include=["documents", "metadatas"]))
-            rows.fill(read, since)
+            rows.fill(self._held(read), since)
             found.update(read)
         return found
+
+    def _held(self, rows: dict[str, Row]) -> dict[str, Row]:
+        """Only the rows of chunks the exact-search copy holds. Its ids are the chunks this
+        process has caught up with: a row of another chunk (another machine's write not
+        applied here yet) would be kept by no rule that later forgets it, and the copy's
+        size limit bounds these rows too."""
+        exact = self.exact
+        if exact is None:
+            return {}
+        return {i: row for i, row in rows.items() if i in exact}
 
     @contextlib.contextmanager
     def _rows_written(self, ids: Sequence[str]) -> Iterator[None]:
@@ -416,6 +426,7 @@ class ChromaStore:
             return
         have = exact.ids_of_source(source)
         exact.delete(have - ids)
+        self.forget_rows(have - ids)
         vectors = self.existing_embeddings(sorted(ids - have))
         self._mirror(list(vectors), list(vectors.values()), [source] * len(vectors))
 
