@@ -10,7 +10,7 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from rag_app.index.bm25_index import BM25Index
-from rag_app.index.chroma_store import ChromaStore
+from rag_app.index.chroma_store import ChromaStore, SourceRecord
 from rag_app.index.store import KnowledgeStore
 from rag_app.index.stored_rows import StoredRows
 
@@ -105,14 +105,22 @@ def test_a_write_that_fails_after_chroma_applied_it_leaves_no_stale_row(
 
         return call
 
-    for name in ("update", "delete"):
+    chroma.put_sources([SourceRecord("s", chunk_ids="a1 a2"), SourceRecord("t", chunk_ids="b")])
+    assert chroma.chunk_orders(["s", "t"])["s"].ids == ("a1", "a2")  # now held in memory
+    for name in ("update", "delete", "upsert"):
         monkeypatch.setattr(collection, name, applied_then_lost(getattr(collection, name)))
     with pytest.raises(TimeoutError):
         chroma.upsert_nodes([_node("a1", "s", "one", title="new")], stored={"a1"})
     with pytest.raises(TimeoutError):
         chroma.delete_ids(["a2"])
+    with pytest.raises(TimeoutError):
+        chroma.put_sources([SourceRecord("s", chunk_ids="a1")])
+    with pytest.raises(TimeoutError):
+        chroma.delete_source_record("t")
     monkeypatch.undo()
     assert [n.metadata["title"] for n in chroma.get_nodes(["a1", "a2"])] == ["new"]
+    orders = chroma.chunk_orders(["s", "t"])  # the records as Chroma holds them
+    assert orders["s"].ids == ("a1",) and orders["t"].ids == ()
 
 
 def _machines(tmp_path: Path) -> tuple[KnowledgeStore, KnowledgeStore]:

@@ -697,16 +697,20 @@ class ChromaStore:
         """Write source records (insert or replace by source), in slices of `WRITE_SLICE`."""
         for start in range(0, len(records), WRITE_SLICE):
             batch = records[start : start + WRITE_SLICE]
-            self.sources_collection.upsert(
-                ids=[r.source for r in batch],
-                embeddings=[[0.0]] * len(batch),
-                metadatas=[r.to_metadata() for r in batch],
-            )
-            self.orders.forget(r.source for r in batch)
+            try:
+                self.sources_collection.upsert(
+                    ids=[r.source for r in batch],
+                    embeddings=[[0.0]] * len(batch),
+                    metadatas=[r.to_metadata() for r in batch],
+                )
+            finally:  # a write that failed may have been applied: the order is read again
+                self.orders.forget(r.source for r in batch)
 
     def delete_source_record(self, source: str) -> None:
-        self.sources_collection.delete(ids=[source])
-        self.orders.forget([source])
+        try:
+            self.sources_collection.delete(ids=[source])
+        finally:
+            self.orders.forget([source])
 
     def list_sources(self) -> list[SourceRecord]:
         out: list[SourceRecord] = []
