@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -51,15 +52,22 @@ def rag(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess.Com
     )
 
 
-def rag_async(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    """Start one `rag` command; the caller waits for it."""
+def rag_async(env: dict[str, str], *args: str, ctrl_c: bool = False) -> subprocess.Popen[str]:
+    """Start one `rag` command; the caller waits for it. With `ctrl_c` it takes SIGINT as
+    a terminal's foreground command does, even when the tests run as a shell's background
+    job (which starts every child with SIGINT ignored, and Python then never sees it)."""
     return subprocess.Popen(
         [RAG, *args],
         env=full_env(env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint if ctrl_c else None,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def rag_json(env: dict[str, str], *args: str) -> Any:

@@ -134,7 +134,9 @@ def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
     held = site.hold("/docs/guide/deep/b.html")
     env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.2", RAG_CRAWL_TIMEOUT_SEC="300")
     try:
-        crawl = rag_async(env, "crawl", site.url("/docs/"), "--max-depth", "10", "-x", "_static")
+        crawl = rag_async(
+            env, "crawl", site.url("/docs/"), "--max-depth", "10", "-x", "_static", ctrl_c=True
+        )
         deadline = time.monotonic() + 60
         while not [j for j in rag_json(env, "jobs") if j["result"].get("pages_crawled")]:
             assert time.monotonic() < deadline and crawl.poll() is None
