@@ -1222,18 +1222,24 @@ class KnowledgeBase:
             ef_search=s.rag_hnsw_ef_search,
             exact_max_chunks=s.rag_exact_search_max_chunks,
         )
-        nodes = list(store.chroma.iter_nodes())
-        batch = 64
-        for start in range(0, len(nodes), batch):
-            if self._closing.is_set():  # the old collection stays; the new one is a leftover
-                raise StoreUnavailableError("The reindex stopped: the store is closing.")
-            part = nodes[start : start + batch]
-            vectors = self.embed_model.get_text_embedding_batch([embed_text(n) for n in part])
-            for node, vec in zip(part, vectors, strict=True):
-                node.embedding = vec
-            new.upsert_nodes(part)
-            if progress:
-                progress(min(start + batch, len(nodes)), len(nodes))
+        try:
+            nodes = list(store.chroma.iter_nodes())
+            batch = 64
+            for start in range(0, len(nodes), batch):
+                if self._closing.is_set():  # the old collection stays; the new one is left over
+                    raise StoreUnavailableError("The reindex stopped: the store is closing.")
+                part = nodes[start : start + batch]
+                vectors = self.embed_model.get_text_embedding_batch([embed_text(n) for n in part])
+                for node, vec in zip(part, vectors, strict=True):
+                    node.embedding = vec
+                new.upsert_nodes(part)
+                if progress:
+                    progress(min(start + batch, len(nodes)), len(nodes))
+        except BaseException:
+            if not self._closing.is_set():  # searches go on on the old collection: exactly
+                with contextlib.suppress(Exception):
+                    store.reopen_chunks()
+            raise
         store.switch_chunks(new, old_name, grace_sec=30.0 if s.chroma_host else 1.0)
         return len(nodes)
 

@@ -327,6 +327,28 @@ async def test_model_mismatch_names_reindex_and_reindex_fixes_it(
     assert (await fresh.retrieve("りゅうおう")).hits[0].text.startswith("名前: りゅうおう")
 
 
+async def test_a_failed_reindex_leaves_searches_as_they_were(
+    settings: RAGSettings,
+    counting_embed: CountingEmbedding,
+    docs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.index_dir(docs)
+    before = [h.node_id for h in (await kb.retrieve("りゅうおう", mode="vector")).hits]
+    assert kb.store.chroma.exact is not None  # a small store: searched exactly
+
+    def broken(self: Any, texts: Any) -> Any:
+        raise RuntimeError("the embedding server went away")
+
+    monkeypatch.setattr(type(counting_embed), "_get_text_embeddings", broken)
+    with pytest.raises(RuntimeError, match="went away"):
+        await kb.reindex()
+    assert kb.store.chroma.exact is not None  # still exact search, not HNSW until a restart
+    after = [h.node_id for h in (await kb.retrieve("りゅうおう", mode="vector")).hits]
+    assert after == before
+
+
 async def test_hybrid_disabled_means_vector_only(
     settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path
 ) -> None:
