@@ -128,9 +128,8 @@ def test_ctrl_c_on_rag_crawl_cancels_its_job_and_keeps_the_stored_pages(
     tmp_path: Path, site: StaticSite
 ) -> None:
     # The last page waits until the test lets it go, so the crawl cannot end before Ctrl-C
-    # (each `rag jobs` below is a process start, seconds on a busy machine: with the crawl
-    # paced at 2.5 s a page, the whole site was once crawled before one answered).
-    # The crawl's fetch timeout is above the hold, so the held page does not fail instead.
+    # however slowly the `rag jobs` processes below start on a busy machine. The crawl's
+    # fetch timeout is above the hold, so the held page does not fail instead.
     held = site.hold("/docs/guide/deep/b.html")
     env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.2", RAG_CRAWL_TIMEOUT_SEC="300")
     try:
