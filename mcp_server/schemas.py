@@ -145,7 +145,10 @@ class CrawlOutput(BaseModel):
     errors: int = 0
     unchanged: int = 0
     duplicates: int = Field(0, description="Pages already taken under another URL.")
-    over_cap: int = Field(0, description="Pages left out by the page limit.")
+    over_cap: int = Field(
+        0,
+        description="Links and listed pages not followed because the page limit was reached.",
+    )
     out_of_scope: int = Field(0, description="Links to other sites or folders, not followed.")
     filtered: int = Field(0, description="Pages left out by pattern, exclude or noindex.")
     error_details: list[CrawlErrorOut] = Field(default_factory=list)

@@ -40,6 +40,10 @@ logger = logging.getLogger(__name__)
 MAX_SITEMAP_FILES = 100
 """Sitemap files read per crawl (sitemap indexes included)."""
 MAX_SITEMAP_NESTING = 3
+MAX_SITEMAP_PAGES = 200_000
+"""Listed pages a crawl reads from sitemaps at most (no further sitemap file is read)."""
+SCHEDULE_SLICE = 1000
+"""Listed pages queued between two turns of the event loop."""
 CHECKPOINT_EVERY_SEC = 1.0
 """How often a crawl publishes its checkpoint at most (a resume repeats at most the pages
 finished since: they cost a request each and, unchanged, no embedding)."""
@@ -137,8 +141,10 @@ class SiteCrawl:
         """Queue the first pages: the sitemaps' pages, the index's links, or the start
         page's links (the start page itself is visited here)."""
         if self.options.sitemap:
-            for url in await self._sitemap_pages(start):
+            for at, url in enumerate(await self._sitemap_pages(start)):
                 self._schedule(url, 1)
+                if at % SCHEDULE_SLICE == SCHEDULE_SLICE - 1:
+                    await asyncio.sleep(0)  # the service answers other calls meanwhile
         elif self.options.max_depth == 1:
             links = await self.crawler.crawl_index(start, "", max_pages=10_000)
             self._seen.add(page_key(links.index_url))
@@ -222,8 +228,11 @@ class SiteCrawl:
                 continue
             pages.extend(entries.pages)
             self.summary.over_cap += entries.truncated
-            if level < MAX_SITEMAP_NESTING:
-                pending.extend((s, level + 1) for s in entries.sitemaps if s not in read)
+            if level < MAX_SITEMAP_NESTING:  # only the site's own: a sitemap sends nowhere
+                nested = [s for s in entries.sitemaps if s not in read and same_site(s, start)]
+                pending.extend((s, level + 1) for s in nested)
+            if len(pages) >= MAX_SITEMAP_PAGES:
+                break
         if not pages and failures:
             raise CrawlError(f"No sitemap could be read for {start}: {failures[0]}")
         return pages
@@ -231,7 +240,12 @@ class SiteCrawl:
     # -- frontier --------------------------------------------------------------------------
 
     def _schedule(self, raw: str, depth: int) -> None:
-        """Queue a page once, if it is in scope and under the page limit."""
+        """Queue a page once, if it is in scope and under the page limit (once the limit
+        is reached, every further link or listed page is only counted: a page of 100,000
+        links or a sitemap of millions costs nothing more)."""
+        if self._scheduled >= self._cap:
+            self.summary.over_cap += 1
+            return
         try:
             url = parse_url(raw, self.crawler.policy).url
         except UrlRefusedError:
@@ -241,9 +255,6 @@ class SiteCrawl:
             return
         key = page_key(url)
         if key in self._seen:
-            return
-        if self._scheduled >= self._cap:
-            self.summary.over_cap += 1
             return
         self._seen.add(key)
         self._scheduled += 1
@@ -303,6 +314,8 @@ class SiteCrawl:
         else:
             if depth == 0:
                 self.scope = self.scope.rebased(outcome.final_url or url)
+            elif outcome.final_url and self._out_of_scope(outcome.final_url):
+                return  # redirected out of the scope (or to an excluded page): not stored
             page = self._deduplicated(outcome, page_key(url))
             if page is None:
                 self.summary.duplicates += 1

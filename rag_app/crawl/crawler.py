@@ -22,7 +22,9 @@ import aiohttp
 from rag_app.config import RAGSettings
 from rag_app.crawl.charset import binary_kind, decode_body
 from rag_app.crawl.exceptions import (
+    MAX_ROBOTS_DELAY_SEC,
     BinaryContentError,
+    CrawlDelayTooLongError,
     CrawlTimeoutError,
     HttpStatusError,
     RedirectNotFollowedError,
@@ -446,6 +448,8 @@ class WebCrawler:
             allowed, robots_delay = await self.robots.allowed(normalised)
             if not allowed:
                 raise RobotsBlockedError(normalised)
+            if robots_delay is not None and robots_delay > MAX_ROBOTS_DELAY_SEC:
+                raise CrawlDelayTooLongError(normalised, robots_delay)
             if robots_delay is not None and robots_delay > delay:
                 delay = robots_delay
         return normalised, urlsplit(normalised).hostname or "", delay
@@ -462,9 +466,9 @@ class WebCrawler:
         truncate: bool = False,
     ) -> RawResponse:
         fetcher = self._ensure_session()
+        if polite:  # waited before taking a slot: a slow site does not hold up the others
+            await self._throttle.wait_turn(host, delay)
         async with self._semaphore:
-            if polite:
-                await self._throttle.wait_turn(host, delay)
             self.requests_made += 1
             log.debug("GET %s", url)
             return await fetcher.get(

@@ -83,6 +83,24 @@ class RobotsBlockedError(CrawlError):
         )
 
 
+class CrawlDelayTooLongError(CrawlError):
+    """robots.txt asks for more time between requests than a crawl waits."""
+
+    def __init__(self, url: str, delay: float) -> None:
+        self.url = url
+        self.status: int | None = None
+        super().__init__(
+            f"Not crawled: the robots.txt of {url} asks for {delay:g} s between requests "
+            f"(Crawl-delay), more than the {MAX_ROBOTS_DELAY_SEC:g} s a crawl waits; ask the "
+            "site owner or set RAG_RESPECT_ROBOTS_TXT=false if you may ignore it."
+        )
+
+
+MAX_ROBOTS_DELAY_SEC = 60.0
+"""The longest Crawl-delay a crawl honours; a site asking for more is not crawled (a
+delay of hours would hold a crawl for days, whatever its page limit)."""
+
+
 class PageTooLargeError(CrawlError):
     """The response body exceeds the size limit."""
 

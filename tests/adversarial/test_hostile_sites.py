@@ -1,0 +1,203 @@
+"""A hostile site crawled with `--sitemap` or recursively: its redirects, sitemaps and
+robots.txt neither reach outside the scope nor hold the crawler, its memory or the
+owner's event loop. A real crawler against real HTTP servers on loopback; pages are
+recorded as the store would receive them."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import time
+import tracemalloc
+from typing import Any
+
+from aiohttp import web
+
+from rag_app.crawl.crawler import WebCrawler
+from rag_app.crawl.pages import CrawledPage
+from rag_app.crawl.scope import CrawlScope
+from rag_app.crawl.sitemap import parse_sitemap
+from rag_app.crawl_options import CrawlOptions
+from rag_app.results import CrawlSummary, IngestResult
+from rag_app.site_crawl import MAX_SITEMAP_PAGES, SiteCrawl
+from tests.test_crawl_site_helper import LocalSite, crawl_settings
+
+
+class Stored:
+    """What the crawl hands to the store: source → text."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, str] = {}
+
+    async def ingest(self, fetched: Any, _old: Any, committed: Any) -> IngestResult:
+        self.pages[fetched.source] = getattr(fetched, "text", "")
+        result = IngestResult(source=fetched.source, chunks=1)
+        committed(result)
+        return result
+
+    async def remove(self, _url: str) -> int:
+        return 0
+
+
+def site_crawl(crawler: WebCrawler, start: str, options: CrawlOptions, stored: Stored) -> SiteCrawl:
+    options = options.validated(50, 10_000)
+    scope = CrawlScope.build(start, "", options.exclude, whole_site=not options.recursive)
+    return SiteCrawl(
+        crawler, scope, options, known={}, ingest=stored.ingest, remove=stored.remove, workers=4
+    )
+
+
+class LoopWatch:
+    """The longest time the event loop did not get round to a 10 ms tick."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            self.longest = max(self.longest, now - last)
+            last = now
+
+    def __enter__(self) -> LoopWatch:
+        self._task = asyncio.ensure_future(self._tick())
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+XML = "application/xml"
+
+
+def redirect(to: str) -> Any:
+    async def handler(_request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(to)
+
+    return handler
+
+
+async def test_a_redirect_out_of_the_scope_is_not_stored() -> None:
+    async with LocalSite() as site, LocalSite() as other:
+        links = '<a href="/docs/a.html">a</a><a href="/docs/b.html">b</a>'
+        site.page("/docs/index.html", f"<title>i</title><p>index</p>{links}")
+        site.route("/docs/a.html", redirect(site.url("/admin/secret.html")))
+        site.route("/docs/b.html", redirect(other.url("/elsewhere.html")))
+        site.page("/admin/secret.html", "<title>s</title><p>ADMIN-ONLY TEXT outside /docs/</p>")
+        other.page("/elsewhere.html", "<title>x</title><p>OTHER-SITE TEXT</p>")
+        stored = Stored()
+        async with WebCrawler(crawl_settings(rag_follow_redirects=True)) as crawler:
+            crawl = site_crawl(
+                crawler, site.url("/docs/index.html"), CrawlOptions(max_depth=2), stored
+            )
+            summary = await asyncio.wait_for(crawl.run(site.url("/docs/index.html")), 30)
+    assert list(stored.pages) == [site.url("/docs/index.html")], stored.pages
+    assert summary.out_of_scope >= 2
+
+
+async def test_a_sitemap_index_cannot_send_the_crawl_to_another_site() -> None:
+    async with LocalSite() as site, LocalSite() as victim:
+        victim.page("/sitemap.xml", "<urlset></urlset>", content_type="application/xml")
+        index = "".join(
+            f"<sitemap><loc>{victim.url('/sitemap.xml')}?n={i}</loc></sitemap>" for i in range(20)
+        )
+        index += f"<sitemap><loc>{site.url('/docs-sitemap.xml')}</loc></sitemap>"
+        site.page(
+            "/sitemap.xml", f"<sitemapindex>{index}</sitemapindex>", content_type="application/xml"
+        )
+        urlset = f"<urlset><url><loc>{site.url('/docs/a.html')}</loc></url></urlset>"
+        site.page("/docs-sitemap.xml", urlset, content_type="application/xml")
+        site.page("/docs/a.html", "<title>a</title><p>a page</p>")
+        stored = Stored()
+        async with WebCrawler(crawl_settings()) as crawler:
+            crawl = site_crawl(crawler, site.url("/docs/"), CrawlOptions(sitemap=True), stored)
+            await asyncio.wait_for(crawl.run(site.url("/docs/")), 30)
+    assert victim.paths() == []  # not one request to the other host
+    assert list(stored.pages) == [site.url("/docs/a.html")]
+
+
+async def test_a_crawl_delay_of_hours_is_refused_and_a_slow_site_holds_up_no_other() -> None:
+    # politeness is per host name, so the unrelated site is on another loopback address
+    async with LocalSite() as hostile, LocalSite() as slow, LocalSite("127.0.0.2") as other:
+        hostile.page("/robots.txt", "User-agent: *\nCrawl-delay: 1e9\n", content_type="text/plain")
+        hostile.page("/docs/index.html", "<title>i</title><p>index</p>")
+        links = "".join(f'<a href="/docs/p{i}.html">p{i}</a>' for i in range(8))
+        slow.page("/robots.txt", "User-agent: *\nCrawl-delay: 30\n", content_type="text/plain")
+        slow.page("/docs/index.html", f"<title>i</title><p>index text</p>{links}")
+        for i in range(8):
+            slow.page(f"/docs/p{i}.html", f"<title>p{i}</title><p>page {i}</p>")
+        other.page("/a.html", "<title>a</title><p>an unrelated page</p>")
+        async with WebCrawler(crawl_settings(rag_crawl_timeout_sec=2.0)) as crawler:
+            refused = site_crawl(
+                crawler, hostile.url("/docs/index.html"), CrawlOptions(max_depth=2), Stored()
+            )
+            began = time.monotonic()
+            try:
+                await asyncio.wait_for(refused.run(hostile.url("/docs/index.html")), 10)
+            except Exception as err:  # the start page itself cannot be crawled: one line
+                assert "Crawl-delay" in str(err) and "\n" not in str(err), err
+            assert time.monotonic() - began < 5
+            assert hostile.paths() == ["/robots.txt"]  # no page was asked for
+
+            # a site asking 30 s between pages: its queued pages wait without holding a
+            # slot, so another site's page is fetched at once through the same crawler
+            polite = site_crawl(
+                crawler, slow.url("/docs/index.html"), CrawlOptions(max_depth=2), Stored()
+            )
+            task = asyncio.create_task(polite.run(slow.url("/docs/index.html")))
+            while "/docs/index.html" not in slow.paths():
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # its next pages are now waiting their turn
+            began = time.monotonic()
+            page = await asyncio.wait_for(crawler.crawl_page(other.url("/a.html")), 10)
+            waited = time.monotonic() - began
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert isinstance(page, CrawledPage) and waited < 3, waited
+
+
+def test_a_gzip_sitemap_of_millions_of_elements_is_read_in_little_memory() -> None:
+    body = b"<urlset>" + b"<a/>" * 2_500_000 + b"<url><loc>http://h/p</loc></url></urlset>"
+    wire = gzip.compress(body, 9)  # ~10 KB on the wire, 10 MB inflated
+    del body
+    tracemalloc.start()
+    try:
+        entries = parse_sitemap(wire, "s")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert entries.pages == ["http://h/p"]
+    assert peak < 40 * 2**20, f"peak {peak / 2**20:.0f} MB for a 10 MB sitemap"  # was ~240 MB
+
+
+async def test_a_flood_of_listed_pages_costs_no_more_than_the_page_limit() -> None:
+    files, per_file = 8, 50_000
+    async with LocalSite() as site:
+        body = "".join(site.url(f"/docs/p{i}.html") + "\n" for i in range(per_file)).encode()
+
+        async def plain(_request: web.Request) -> web.StreamResponse:
+            return web.Response(body=body, content_type="text/plain")
+
+        site.route("/part.txt", plain)
+        index = "".join(
+            f"<sitemap><loc>{site.url('/part.txt')}?n={n}</loc></sitemap>" for n in range(files)
+        )
+        site.page(
+            "/sitemap.xml", f"<sitemapindex>{index}</sitemapindex>", content_type="application/xml"
+        )
+        for i in range(5):
+            site.page(f"/docs/p{i}.html", f"<title>p{i}</title><p>page {i}</p>")
+        stored = Stored()
+        async with WebCrawler(crawl_settings()) as crawler:
+            crawl = site_crawl(
+                crawler, site.url("/docs/"), CrawlOptions(sitemap=True, max_pages=5), stored
+            )
+            with LoopWatch() as loop:
+                summary: CrawlSummary = await asyncio.wait_for(crawl.run(site.url("/docs/")), 120)
+    # the files are read until MAX_SITEMAP_PAGES listed pages: 4 of the 8 here
+    assert len(stored.pages) == 5 and summary.over_cap == MAX_SITEMAP_PAGES - 5
+    assert loop.longest < 1.0, f"the event loop stood still for {loop.longest:.1f} s"
