@@ -54,6 +54,9 @@ from rag_app.errors import CrawlError, RAGError, UrlRefusedError
 log = logging.getLogger(__name__)
 
 MAX_REDIRECTS = 5
+PARSES_AT_ONCE = 2
+"""Fetched pages decoded and turned into text at the same time (CPU-bound: two cores are
+enough, and each page's tree can take tens of times its size in memory)."""
 ROBOTS_MAX_BYTES = 512 * 1024
 ProgressCallback = Callable[[int, int], object]
 """Called as `progress(done, total)` after each page; may return an awaitable."""
@@ -90,6 +93,7 @@ class WebCrawler:
         self._session: aiohttp.ClientSession | None = None
         self._fetcher: HttpFetcher | None = None
         self._semaphore = asyncio.Semaphore(settings.rag_crawl_concurrency)
+        self._parse_slots = asyncio.Semaphore(PARSES_AT_ONCE)
         self._throttle = DomainThrottle()
         self.robots = RobotsCache(
             self._fetch_robots, settings.rag_user_agent, settings.rag_robots_txt_cache_ttl
@@ -191,8 +195,11 @@ class WebCrawler:
         if response.status >= 400:
             raise HttpStatusError(requested, response.status, response.reason)
         # Decoding and HTML → text are CPU-bound (seconds for a 5 MB page): keep them off
-        # the event loop so other requests and searches go on meanwhile.
-        return await asyncio.to_thread(self._build_page, requested, response)
+        # the event loop so other requests and searches go on meanwhile. A page's tree
+        # takes up to ~60 times its size (2.4 MB of links: ~150 MB), so only
+        # `PARSES_AT_ONCE` pages are parsed at a time, whatever the fetch concurrency.
+        async with self._parse_slots:
+            return await asyncio.to_thread(self._build_page, requested, response)
 
     async def crawl_index(
         self, url: str, pattern: str = "", *, max_pages: int | None = None

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import threading
 import time
 import tracemalloc
 from typing import Any
 
 from aiohttp import web
 
-from rag_app.crawl.crawler import WebCrawler
+from rag_app.crawl.crawler import PARSES_AT_ONCE, WebCrawler
 from rag_app.crawl.pages import CrawledPage
 from rag_app.crawl.scope import CrawlScope
 from rag_app.crawl.sitemap import parse_sitemap
@@ -201,3 +202,37 @@ async def test_a_flood_of_listed_pages_costs_no_more_than_the_page_limit() -> No
     # the files are read until MAX_SITEMAP_PAGES listed pages: 4 of the 8 here
     assert len(stored.pages) == 5 and summary.over_cap == MAX_SITEMAP_PAGES - 5
     assert loop.longest < 1.0, f"the event loop stood still for {loop.longest:.1f} s"
+
+
+class CountingParses(WebCrawler):
+    """The real crawler, counting how many pages it builds at the same time."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.now = self.most = 0
+        self._count = threading.Lock()
+
+    def _build_page(self, url: str, response: Any) -> CrawledPage:
+        with self._count:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(0.2)  # a big page: its tree takes a while, and memory
+            return super()._build_page(url, response)
+        finally:
+            with self._count:
+                self.now -= 1
+
+
+async def test_pages_are_parsed_a_few_at_a_time_whatever_the_fetch_concurrency() -> None:
+    async with LocalSite() as site:
+        links = "".join(f'<a href="/docs/p{i}.html">p{i}</a>' for i in range(8))
+        site.page("/docs/index.html", f"<title>i</title><p>index</p>{links}")
+        for i in range(8):
+            site.page(f"/docs/p{i}.html", f"<title>p{i}</title><p>page {i}</p>")
+        stored = Stored()
+        async with CountingParses(crawl_settings(rag_crawl_concurrency=8)) as crawler:
+            start = site.url("/docs/index.html")
+            crawl = site_crawl(crawler, start, CrawlOptions(max_depth=2), stored)
+            await asyncio.wait_for(crawl.run(start), 30)
+    assert len(stored.pages) == 9 and crawler.most == PARSES_AT_ONCE == 2
