@@ -145,8 +145,23 @@ async def _follow_job(
         close()
 
 
+async def _start_job(kb: KnowledgeBase, start: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """Start a job. A Ctrl-C while the owner is starting it stops it too: the start is let
+    finish (its answer names the job), then the job is cancelled."""
+    import asyncio
+
+    starting = asyncio.ensure_future(start)
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):  # the service went away: nothing to stop
+            job = await asyncio.wait_for(starting, STOP_WAIT_SEC)
+            await asyncio.shield(kb.cancel_job(job["id"]))
+        raise
+
+
 async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    job = await kb.start_crawl(args.url, args.pattern, options=_crawl_options(args))
+    job = await _start_job(kb, kb.start_crawl(args.url, args.pattern, options=_crawl_options(args)))
     if args.background:
         print(f"クロールをバックグラウンドで開始しました: ジョブ {job['id']} ({job['target']})")
         print(f"  進み具合: rag jobs / 中止: rag jobs --cancel {job['id']}")
@@ -167,7 +182,7 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 
 async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    job = await kb.start_refresh()
+    job = await _start_job(kb, kb.start_refresh())
     if args.background:
         print(f"Refresh started in the background: job {job['id']}")
         print(f"  progress: rag jobs / cancel: rag jobs --cancel {job['id']}")

@@ -87,6 +87,33 @@ class _SlowToStop:
         return {"id": job_id, "state": self.state}
 
 
+class _SlowToAnswer:
+    """A store that has started the job when a Ctrl-C comes, before its answer is read."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, str] = {}
+
+    async def start_crawl(self, url: str, pattern: str = "", **_kw: Any) -> dict[str, Any]:
+        self.jobs["j2"] = "running"  # the owner has started it ...
+        await asyncio.sleep(0.3)  # ... and its answer is on its way
+        return {"id": "j2", "state": "running"}
+
+    async def cancel_job(self, job_id: str) -> dict[str, Any]:
+        self.jobs[job_id] = "cancelled"
+        return {"id": job_id, "state": "cancelled"}
+
+
+async def test_ctrl_c_while_the_job_is_being_started_stops_it() -> None:
+    kb = _SlowToAnswer()
+    args = cli.build_parser().parse_args(["crawl", "http://127.0.0.1:1/docs/"])
+    crawl = asyncio.ensure_future(cli._cmd_crawl(kb, args))  # type: ignore[arg-type]
+    await asyncio.sleep(0.1)
+    crawl.cancel()  # what asyncio.run does on Ctrl-C
+    with pytest.raises(asyncio.CancelledError):
+        await crawl
+    assert kb.jobs == {"j2": "cancelled"}  # not left running with no one following it
+
+
 async def test_ctrl_c_returns_once_the_job_has_stopped(capsys: pytest.CaptureFixture[str]) -> None:
     kb = _SlowToStop()
     job = cli._follow_job(kb, {"id": "j1"}, "d", "page", "stopping")  # type: ignore[arg-type]
