@@ -213,14 +213,23 @@ async def test_search_keeps_answering_through_a_reindex(tmp_path: Path) -> None:
     assert rag_json(env, "stats")["total_chunks"] == before["total_chunks"]
 
 
+def two_machines(
+    tmp_path: Path, chroma_server: int, tag: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Settings of two owners (separate BM25 folders, as on two machines) sharing one
+    collection, new for this test, on the Chroma server."""
+    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server)}
+    collection = f"{tag}{time.time_ns()}"
+    a = store_env(tmp_path / "a", RAG_COLLECTION_NAME=collection, **common)
+    b = store_env(tmp_path / "b", RAG_COLLECTION_NAME=collection, **common)
+    return a, b
+
+
 def test_two_machines_on_one_chroma_server_see_each_others_writes(
     tmp_path: Path, chroma_server: int
 ) -> None:
     """Two owners (separate BM25 folders, as on two machines) on one Chroma server."""
-    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server)}
-    collection = f"m{time.time_ns()}"
-    a = store_env(tmp_path / "a", RAG_COLLECTION_NAME=collection, **common)
-    b = store_env(tmp_path / "b", RAG_COLLECTION_NAME=collection, **common)
+    a, b = two_machines(tmp_path, chroma_server, "m")
     notes = write_notes(tmp_path / "notes", "theta", 3)
     assert rag(a, "stats").returncode == 0 and rag(b, "stats").returncode == 0  # both up
     assert rag(a, "index", str(tmp_path / "notes")).returncode == 0
@@ -244,10 +253,7 @@ def test_text_written_for_chroma_reads_back_exactly_on_another_machine(
 ) -> None:
     """Chunk text goes to Chroma escaped (`rag_app.index.stored_text`): the other owner
     builds its BM25 from Chroma and reads pages from it, so it must decode the same."""
-    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server)}
-    collection = f"t{time.time_ns()}"
-    a = store_env(tmp_path / "a", RAG_COLLECTION_NAME=collection, **common)
-    b = store_env(tmp_path / "b", RAG_COLLECTION_NAME=collection, **common)
+    a, b = two_machines(tmp_path, chroma_server, "t")
     hostile = "rag-u:\\N{BULLET} C:\\new\\table \\u3042 😀 é"
     folder = tmp_path / "notes"
     folder.mkdir()
@@ -438,10 +444,7 @@ def test_a_passage_follows_a_page_another_machine_rewrote(
     """The owner keeps recently searched pages' chunk orders; another machine's rewrite of
     a page reaches it through the change log, and its next passage is read in the new
     order (the same passage the writer itself shows)."""
-    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server)}
-    collection = f"p{time.time_ns()}"
-    a = store_env(tmp_path / "a", RAG_COLLECTION_NAME=collection, **common)
-    b = store_env(tmp_path / "b", RAG_COLLECTION_NAME=collection, **common)
+    a, b = two_machines(tmp_path, chroma_server, "p")
     folder = tmp_path / "guide"
     folder.mkdir()
     page_file = folder / "guide.md"
@@ -468,10 +471,7 @@ def test_a_chunk_another_machine_only_moved_is_read_at_its_new_place(
     """A section removed in front keeps the later chunks' text, so their ids, and changes
     only their `chunk_index`: the reader that holds those rows in memory must not show the
     old one."""
-    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server)}
-    collection = f"q{time.time_ns()}"
-    a = store_env(tmp_path / "a", RAG_COLLECTION_NAME=collection, **common)
-    b = store_env(tmp_path / "b", RAG_COLLECTION_NAME=collection, **common)
+    a, b = two_machines(tmp_path, chroma_server, "q")
     folder = tmp_path / "moved"
     folder.mkdir()
     sections = [f"## 節{i}\n\n節{i}の本文は短い。語{i}語{i}が出てくる。\n" for i in range(6)]
