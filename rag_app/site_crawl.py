@@ -314,7 +314,7 @@ class SiteCrawl:
         else:
             if depth == 0:
                 self.scope = self.scope.rebased(outcome.final_url or url)
-            elif outcome.final_url and self._out_of_scope(outcome.final_url):
+            elif outcome.final_url not in ("", url) and self._out_of_scope(outcome.final_url):
                 return  # redirected out of the scope (or to an excluded page): not stored
             page = self._deduplicated(outcome, page_key(url))
             if page is None:

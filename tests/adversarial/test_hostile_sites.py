@@ -10,6 +10,7 @@ import gzip
 import threading
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -21,6 +22,7 @@ from rag_app.crawl.sitemap import parse_sitemap
 from rag_app.crawl_options import CrawlOptions
 from rag_app.results import CrawlSummary, IngestResult
 from rag_app.site_crawl import MAX_SITEMAP_PAGES, SiteCrawl
+from tests.processes import rag, rag_async, rag_json, store_env
 from tests.test_crawl_site_helper import LocalSite, crawl_settings
 
 
@@ -236,3 +238,46 @@ async def test_pages_are_parsed_a_few_at_a_time_whatever_the_fetch_concurrency()
             crawl = site_crawl(crawler, start, CrawlOptions(max_depth=2), stored)
             await asyncio.wait_for(crawl.run(start), 30)
     assert len(stored.pages) == 9 and crawler.most == PARSES_AT_ONCE == 2
+
+
+async def test_rag_crawl_of_a_hostile_site_stores_nothing_outside_and_searches_are_answered(
+    tmp_path: Path,
+) -> None:
+    """The same site through real processes: `rag crawl --sitemap` in one, searches from
+    others while the owner reads 200,000 listed pages, then what was stored."""
+    files, per_file = 4, 50_000
+    async with LocalSite() as site, LocalSite() as victim:
+        body = "".join(site.url(f"/docs/p{i}.html") + "\n" for i in range(per_file)).encode()
+
+        async def plain(_request: web.Request) -> web.StreamResponse:
+            return web.Response(body=body, content_type="text/plain")
+
+        site.route("/part.txt", plain)
+        index = "".join(
+            f"<sitemap><loc>{site.url('/part.txt')}?n={n}</loc></sitemap>" for n in range(files)
+        )
+        index += f"<sitemap><loc>{victim.url('/sitemap.xml')}</loc></sitemap>"
+        site.page("/sitemap.xml", f"<sitemapindex>{index}</sitemapindex>", content_type=XML)
+        site.route("/docs/p0.html", redirect(site.url("/admin/secret.html")))
+        site.page("/admin/secret.html", "<title>s</title><p>ADMIN-ONLY TEXT</p>")
+        for i in range(1, 5):
+            site.page(f"/docs/p{i}.html", f"<title>p{i}</title><p>kettle page {i}</p>")
+        victim.page("/sitemap.xml", "<urlset></urlset>", content_type=XML)
+        env = store_env(tmp_path, RAG_FOLLOW_REDIRECTS="true")
+        assert (await asyncio.to_thread(rag, env, "stats")).returncode == 0  # owner up
+        crawl = rag_async(env, "crawl", site.url("/docs/"), "--sitemap", "--max-pages", "5")
+        try:
+            slowest = 0.0
+            while crawl.poll() is None:
+                began = time.monotonic()
+                found = await asyncio.to_thread(rag, env, "search", "kettle", timeout=60)
+                assert found.returncode == 0, found.stderr
+                slowest = max(slowest, time.monotonic() - began)
+            _out, err = await asyncio.to_thread(crawl.communicate, timeout=60)
+            assert crawl.returncode == 0, err
+            sources = rag_json(env, "stats")["sources"]
+        finally:
+            await asyncio.to_thread(rag, env, "service", "stop")
+    assert victim.paths() == []
+    assert sorted(sources) == [site.url(f"/docs/p{i}.html") for i in range(1, 5)]
+    assert slowest < 15, f"a search took {slowest:.1f} s while the crawl read its sitemaps"
