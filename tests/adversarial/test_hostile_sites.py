@@ -177,21 +177,24 @@ def test_a_gzip_sitemap_of_millions_of_elements_is_read_in_little_memory() -> No
     assert peak < 40 * 2**20, f"peak {peak / 2**20:.0f} MB for a 10 MB sitemap"  # was ~240 MB
 
 
+def serve_listed_pages(site: LocalSite, files: int, per_file: int, also: Any = ()) -> None:
+    """A sitemap index of `files` plain-text sitemaps, each listing `per_file` pages of
+    /docs/, and the sitemaps `also` names."""
+    body = "".join(site.url(f"/docs/p{i}.html") + "\n" for i in range(per_file)).encode()
+
+    async def plain(_request: web.Request) -> web.StreamResponse:
+        return web.Response(body=body, content_type="text/plain")
+
+    site.route("/part.txt", plain)
+    listed = [f"{site.url('/part.txt')}?n={n}" for n in range(files)] + list(also)
+    index = "".join(f"<sitemap><loc>{loc}</loc></sitemap>" for loc in listed)
+    site.page("/sitemap.xml", f"<sitemapindex>{index}</sitemapindex>", content_type=XML)
+
+
 async def test_a_flood_of_listed_pages_costs_no_more_than_the_page_limit() -> None:
     files, per_file = 8, 50_000
     async with LocalSite() as site:
-        body = "".join(site.url(f"/docs/p{i}.html") + "\n" for i in range(per_file)).encode()
-
-        async def plain(_request: web.Request) -> web.StreamResponse:
-            return web.Response(body=body, content_type="text/plain")
-
-        site.route("/part.txt", plain)
-        index = "".join(
-            f"<sitemap><loc>{site.url('/part.txt')}?n={n}</loc></sitemap>" for n in range(files)
-        )
-        site.page(
-            "/sitemap.xml", f"<sitemapindex>{index}</sitemapindex>", content_type="application/xml"
-        )
+        serve_listed_pages(site, files, per_file)
         for i in range(5):
             site.page(f"/docs/p{i}.html", f"<title>p{i}</title><p>page {i}</p>")
         stored = Stored()
@@ -245,19 +248,8 @@ async def test_rag_crawl_of_a_hostile_site_stores_nothing_outside_and_searches_a
 ) -> None:
     """The same site through real processes: `rag crawl --sitemap` in one, searches from
     others while the owner reads 200,000 listed pages, then what was stored."""
-    files, per_file = 4, 50_000
     async with LocalSite() as site, LocalSite() as victim:
-        body = "".join(site.url(f"/docs/p{i}.html") + "\n" for i in range(per_file)).encode()
-
-        async def plain(_request: web.Request) -> web.StreamResponse:
-            return web.Response(body=body, content_type="text/plain")
-
-        site.route("/part.txt", plain)
-        index = "".join(
-            f"<sitemap><loc>{site.url('/part.txt')}?n={n}</loc></sitemap>" for n in range(files)
-        )
-        index += f"<sitemap><loc>{victim.url('/sitemap.xml')}</loc></sitemap>"
-        site.page("/sitemap.xml", f"<sitemapindex>{index}</sitemapindex>", content_type=XML)
+        serve_listed_pages(site, 4, 50_000, also=[victim.url("/sitemap.xml")])
         site.route("/docs/p0.html", redirect(site.url("/admin/secret.html")))
         site.page("/admin/secret.html", "<title>s</title><p>ADMIN-ONLY TEXT</p>")
         for i in range(1, 5):
