@@ -13,7 +13,10 @@ is already inside a better-ranked passage is dropped, and a passage ends where a
 better-ranked one begins, so no text is shown twice; the section's heading line, which
 every chunk but a code block or table row repeats, is shown once, at the passage's top
 (when any of its chunks carries it), never in the middle where it would read as the
-start of another section.
+start of another section. A passage that begins after its section's first chunk is
+preceded by that chunk (the section's lead: an API entry's signature and summary, a
+section's topic sentence) and an omission line, when it fits the budget: the example a
+question matched means little without the definition above it.
 
 The same idea as LlamaIndex's sentence-window and auto-merging retrievers, done at query
 time over the stored chunks: those need the window or parent text stored with every node
@@ -44,6 +47,13 @@ passage grows to the edge of those (most stop earlier, at a section's end or the
 DRY_RUNS = 3
 """Passes over the chunks at hand, each followed by one read of what it found missing,
 before passages are built reading as they go (a read costs more than a pass)."""
+LEAD_REACH = 24
+"""How far before a hit its section's start is looked for (chunks), for the lead."""
+LEAD_MAX_CHARS = 400
+"""A section's first chunk longer than this (a code block, a long row) is not shown as
+the lead of a passage that starts later in the section."""
+OMITTED = "[…]"
+"""The line between a section's lead and a passage that starts further on."""
 MIN_JOIN_OVERLAP = 4
 """Shorter matches between a chunk's end and the next one's start are coincidence."""
 MAX_JOIN_OVERLAP = 1000
@@ -114,12 +124,58 @@ def merge(pieces: Sequence[Piece]) -> str:
     return text
 
 
-def widen(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[int]]:
-    """The hit's passage within `budget` characters and the chunk indexes it covers.
+def section_start(hit: Hit, section: Sequence[Piece]) -> int | None:
+    """The `chunk_index` of the first chunk of the hit's section, when `section` shows
+    where it starts (chunk 0, or a chunk of another heading path before it); None when the
+    chunks at hand stop before that (not read, or shown in a better-ranked passage)."""
+    paths = {p.chunk_index: p.heading_path for p in section}
+    at = hit.chunk_index
+    while at > 0 and paths.get(at - 1) == hit.heading_path:
+        at -= 1
+    if at == 0 or (at - 1 in paths and paths[at - 1] != hit.heading_path):
+        return at
+    return None
+
+
+def widen(
+    hit: Hit, section: Sequence[Piece], budget: int, lead: Piece | None = None
+) -> tuple[str, list[int]]:
+    """The hit's passage within `budget` characters and the chunk indexes it covers,
+    preceded by `lead` (the first chunk of the hit's section) when the passage starts
+    later in the section and the lead fits (see the module docstring).
 
     `section` holds the hit's neighbours (any order, the hit's own chunk may be among
     them); only chunks of the hit's heading path that connect to it are used.
     """
+    text, indexes = _grown(hit, section, budget)
+    if lead is None or indexes[0] <= lead.chunk_index:
+        return text, indexes  # no lead, or the passage starts at the section's start
+    start = lead.chunk_index
+    heading = section_heading(lead.text)
+    body = _untitled(lead.text, heading)[0] if names_section(heading, hit.heading_path) else ""
+    if not body or len(body) > LEAD_MAX_CHARS:
+        return text, indexes
+    cost = len(body) + len(OMITTED) + 2
+    for room in (budget - cost, budget - cost - len(heading) - 1):  # the heading, if new
+        if room < len(hit.text):
+            break
+        shorter, fewer = _grown(hit, section, room)
+        if fewer[0] <= start:  # the smaller budget grew it back to the lead itself
+            return shorter, fewer
+        first = section_heading(shorter)
+        if first and names_section(first, hit.heading_path):
+            shorter = _untitled(shorter, first)[0]
+        if fewer[0] == start + 1:  # the shorter passage follows its lead with no gap
+            led = f"{heading}\n{join_chunks(body, shorter, '')}"
+        else:
+            led = f"{heading}\n{body}\n{OMITTED}\n{shorter}"
+        if len(led) <= budget:
+            return led, [start, *fewer]
+    return text, indexes
+
+
+def _grown(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[int]]:
+    """The hit's own chunk grown over its section's neighbours within `budget` (no lead)."""
     by_index = {p.chunk_index: p for p in section if p.heading_path == hit.heading_path}
     lo = hi = hit.chunk_index
     # the heading line the section's chunks repeat (a code block's or table row's chunk
@@ -323,9 +379,9 @@ def _widened(
 ) -> tuple[str, list[int]]:
     """`widen` over the `nears[0]` neighbours on each side, then over each wider window of
     `nears` while the passage grew to the edge of the last one (there it stopped for want
-    of a chunk, not for a section's end or the budget), so the result is that of the
-    widest window. Chunks `shown` in a better-ranked passage end it: an answer never
-    repeats a text."""
+    of a chunk, not for a section's end or the budget) or the window does not show where
+    the hit's section starts (its lead), so the result is that of the widest window.
+    Chunks `shown` in a better-ranked passage end it: an answer never repeats a text."""
     if budget <= len(hit.text):
         return widen(hit, [], budget)
     at = hit.chunk_index
@@ -333,14 +389,46 @@ def _widened(
     def section(first: int, last: int) -> list[Piece]:
         return [p for p in fetch(hit.source_url, first, last) if p.chunk_index not in shown]
 
-    text, indexes, previous = "", [at], -1
+    text, indexes, reach, back = "", [at], -1, -1
+    found = not hit.heading_path  # a section with no heading has no lead to find
+    lead: Piece | None = None
+    pieces: list[Piece] = []
     for near in nears:
-        lo = max(0, at - previous)
-        if previous >= 0 and not ((indexes[0] == lo and lo > 0) or indexes[-1] == at + previous):
-            break  # stopped inside the window: a wider one gives the same passage
-        text, indexes = widen(hit, section(max(0, at - near), at + near), budget)
-        previous = near
+        if reach >= 0:
+            first = min((i for i in indexes if i >= at - reach), default=at)
+            edge = (first == max(0, at - reach) and first > 0) or indexes[-1] == at + reach
+            if not edge and found:
+                break  # stopped inside the window, which shows the section's start too
+        # once a window has not shown where the section starts, the next one reaches back
+        # for its lead at once (one read for both, not two); passages still grow only
+        # within `near` chunks of the hit, so every window gives the same passage
+        back = near if found or reach < 0 else max(near, LEAD_REACH)
+        pieces = section(max(0, at - back), at + near)
+        found, lead = _lead(hit, pieces, found)
+        reach = near
+        text, indexes = widen(hit, _within(pieces, at, reach), budget, lead)
+    if not found and back < min(at, LEAD_REACH):
+        # the section starts before the widest window: look further back for its lead
+        pieces += section(max(0, at - LEAD_REACH), at - back - 1)
+        found, lead = _lead(hit, pieces, found)
+        if lead is not None:
+            text, indexes = widen(hit, _within(pieces, at, reach), budget, lead)
     return text, indexes
+
+
+def _lead(hit: Hit, pieces: Sequence[Piece], found: bool) -> tuple[bool, Piece | None]:
+    """Whether the start of the hit's section is known from `pieces` (or was already),
+    and its first chunk when it is among them."""
+    if found and not hit.heading_path:
+        return True, None
+    start = section_start(hit, pieces)
+    if start is None:
+        return found, None
+    return True, next((p for p in pieces if p.chunk_index == start), None)
+
+
+def _within(pieces: Sequence[Piece], at: int, reach: int) -> list[Piece]:
+    return [p for p in pieces if at - reach <= p.chunk_index <= at + reach]
 
 
 def _in_section(heading_path: str, section: str) -> bool:

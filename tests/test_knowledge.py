@@ -88,6 +88,27 @@ async def test_a_hit_is_widened_to_its_section(kb: KnowledgeBase, tmp_path: Path
     assert narrow.hits[0].passage == "" and narrow.hits[0].text == hit.text
 
 
+async def test_a_hit_late_in_its_section_is_shown_under_the_section_lead(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    folder = tmp_path / "api"
+    folder.mkdir()
+    steps = "\n\n".join(
+        f"例{i}: 設定ファイルの項目{i}を確認し、値が正しいことを確かめてから次へ進みます。"
+        for i in range(1, 41)
+    )
+    lead = "coroutine to_thread(func): 関数 func を別のスレッドで実行します。"
+    (folder / "api.md").write_text(f"# API\n\n## to_thread\n\n{lead}\n\n{steps}\n")
+    await kb.index_dir(folder)
+    hit = (await kb.retrieve("例36 項目36", n_results=1)).hits[0]
+    assert "例36" in hit.text and lead not in hit.text
+    assert lead in hit.passage and "[…]" in hit.passage
+    assert hit.passage.index(lead) < hit.passage.index("[…]") < hit.passage.index("例36")
+    assert "例8:" not in hit.passage  # what lies between is left out, not squeezed in
+    assert len(hit.passage) <= kb.settings.rag_passage_chars
+    assert hit.passage_chunks == sorted(hit.passage_chunks)
+
+
 async def test_passages_are_read_with_the_hits_and_follow_a_re_ingest(
     kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

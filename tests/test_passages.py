@@ -8,6 +8,9 @@ import random
 from rag_app.passages import (
     DRY_RUNS,
     HEADER_CHARS,
+    LEAD_REACH,
+    PASSAGE_REACH,
+    NeighbourFetcher,
     Piece,
     PieceReader,
     expand_hits,
@@ -143,7 +146,8 @@ def test_asking_the_near_neighbours_first_gives_the_passages_of_the_full_window(
         asked.clear()
         staged = expand_hits(hits, fetch_from, per_hit=per_hit, total=total, limit=3, first_reach=2)
         assert staged == full
-        assert all(last - first <= 16 for first, last in asked)
+        # a window reaches PASSAGE_REACH on each side, or further back for a lead
+        assert all(last - first <= PASSAGE_REACH + LEAD_REACH for first, last in asked)
 
 
 def test_reading_ahead_in_batches_gives_the_passages_of_reading_every_window() -> None:
@@ -251,8 +255,16 @@ def test_a_heading_is_shown_once_at_the_top_of_a_passage_that_starts_at_a_code_b
     assert wide.passage.startswith("## Threads\nRun a blocking call")
     assert wide.passage.count("## Threads") == 1
     assert "```\nCalling blocking() directly" in wide.passage
-    # a passage that cannot reach back to the chunk before the code: the heading the
-    # prose after it carries is still shown at the top, not after the code
+    # a budget that holds the code and one chunk more: the section's lead before it
+    (led,) = expand_hits(
+        [_hit(1, pieces[1].text, path="Threads")], fetch_s, per_hit=130, total=3000
+    )
+    assert led.passage_chunks == [0, 1]
+    assert led.passage.startswith("## Threads\nRun a blocking call in a thread. For example:\n```")
+    # a passage that cannot reach back to the chunk before the code (too long to be the
+    # lead): the heading the prose after it carries is still shown at the top, not after
+    # the code
+    pieces[0] = Piece(0, "## Threads\nRun a blocking call in a thread. " * 12, "Threads")
     (code_first,) = expand_hits(
         [_hit(1, pieces[1].text, path="Threads")], fetch_s, per_hit=130, total=3000
     )
@@ -287,3 +299,124 @@ def test_a_chunk_of_an_empty_section_adds_no_second_heading() -> None:
         hit = _hit(index, pieces[index].text, path="A > S")
         (wide,) = expand_hits([hit], fetch_s, per_hit=500, total=3000)
         assert wide.passage == "### S\nBody of the second S.", index
+
+
+LEAD = "## Threads\ncoroutine to_thread(func): Run func in a separate thread."
+THREADS = [Piece(0, LEAD, "Threads")] + [
+    Piece(i, f"## Threads\nExample line {i} " + "x" * 80, "Threads") for i in range(1, 12)
+]
+
+
+def _threads_fetch(pieces: list[Piece]) -> NeighbourFetcher:
+    def fetch_s(source: str, first: int, last: int) -> list[Piece]:
+        return [p for p in pieces if first <= p.chunk_index <= last]
+
+    return fetch_s
+
+
+def test_a_passage_late_in_its_section_is_preceded_by_the_section_lead() -> None:
+    """An example chunk far into an API entry's section is shown under the entry's
+    signature and summary, with an omission line between them, within the budget."""
+    hit = _hit(8, THREADS[8].text, path="Threads")
+    (wide,) = expand_hits([hit], _threads_fetch(THREADS), per_hit=400, total=3000)
+    assert wide.passage.startswith(f"{LEAD}\n[…]\n")
+    assert wide.passage.count("## Threads") == 1 and "Example line 8" in wide.passage
+    assert len(wide.passage) <= 400
+    assert wide.passage_chunks[0] == 0 and wide.passage_chunks[1] > 1
+    assert 8 in wide.passage_chunks
+    # without the lead the same budget holds one more example chunk: the lead took its room
+    assert len(wide.passage_chunks) - 1 < len(
+        expand_hits([hit], _threads_fetch(THREADS[1:]), per_hit=400, total=3000)[0].passage_chunks
+    )
+
+
+def test_a_passage_that_reaches_the_lead_joins_it_without_an_omission_line() -> None:
+    """A hit right after the lead, whose passage read on after it and left no room for
+    the lead: the lead comes first, joined to it, and the passage reads on less far."""
+    hit = _hit(1, THREADS[1].text, path="Threads")
+    (wide,) = expand_hits([hit], _threads_fetch(THREADS), per_hit=300, total=3000)
+    assert wide.passage.startswith(LEAD + "\nExample line 1")
+    assert "[…]" not in wide.passage and wide.passage_chunks[:2] == [0, 1]
+    assert len(wide.passage) <= 300
+
+
+def test_no_lead_when_it_is_long_unseen_shown_already_or_does_not_fit() -> None:
+    long_lead = [Piece(0, "## Threads\n" + "signature " * 50, "Threads"), *THREADS[1:]]
+    hit = _hit(8, THREADS[8].text, path="Threads")
+    (wide,) = expand_hits([hit], _threads_fetch(long_lead), per_hit=400, total=3000)
+    assert "[…]" not in wide.passage and 0 not in wide.passage_chunks  # over LEAD_MAX_CHARS
+    # a section longer than the chunks read around the hit: where it starts is unknown
+    many = [THREADS[0]] + [
+        Piece(i, f"## Threads\nExample line {i} " + "x" * 80, "Threads") for i in range(1, 40)
+    ]
+    far = _hit(30, many[30].text, path="Threads")
+    (wide,) = expand_hits([far], _threads_fetch(many), per_hit=400, total=3000)
+    assert "[…]" not in wide.passage and wide.passage_chunks[0] > 20
+    # nearer, though past the widest window of neighbours, it is looked for and found
+    nearer = _hit(20, many[20].text, path="Threads")
+    (wide,) = expand_hits([nearer], _threads_fetch(many), per_hit=400, total=3000)
+    assert wide.passage.startswith(f"{LEAD}\n[…]\n") and wide.passage_chunks[0] == 0
+    # the lead inside a better-ranked passage is not shown twice
+    first, second = expand_hits(
+        [_hit(0, LEAD, path="Threads"), hit], _threads_fetch(THREADS), per_hit=200, total=3000
+    )
+    assert 0 in first.passage_chunks and 0 not in second.passage_chunks
+    assert "coroutine to_thread" not in second.passage
+    # a budget that holds the hit's own chunk but not the lead besides it
+    (tight,) = expand_hits([hit], _threads_fetch(THREADS), per_hit=len(hit.text) + 20, total=3000)
+    assert tight.passage_chunks == [8] and "[…]" not in tight.passage
+
+
+def test_passages_with_leads_stay_within_budget_and_match_reading_every_window() -> None:
+    """Sections whose chunks carry their heading line (leads possible), code chunks
+    without one: every passage within its budget, the answer within the total, and
+    the passages read in batches the same as those of reading every window."""
+    rng = random.Random(5)
+    leads = 0
+    for _ in range(300):
+        pieces: list[Piece] = []
+        path = "A"
+        for i in range(60):
+            if rng.random() < 0.05:
+                path = rng.choice("ABC")
+            body = f"文{i}。" * rng.randint(1, 30)
+            code = rng.random() < 0.15
+            pieces.append(Piece(i, f"```\n{body}\n```" if code else f"## {path}\n{body}", path))
+
+        def window(source: str, first: int, last: int, pieces: list[Piece] = pieces) -> list[Piece]:
+            return [p for p in pieces if first <= p.chunk_index <= last]
+
+        hits = [_hit(p.chunk_index, p.text, path=p.heading_path) for p in rng.sample(pieces, 5)]
+        per_hit, total = rng.choice([(300, 3000), (600, 1500), (1200, 3000)])
+        full = expand_hits(hits, window, per_hit=per_hit, total=total, limit=3)
+        for h in full:
+            assert len(h.passage) <= max(per_hit, len(h.text))
+            assert h.passage_chunks == sorted(h.passage_chunks)
+        assert sum(len(h.passage) + HEADER_CHARS for h in full) <= total
+        leads += sum("[…]" in h.passage for h in full)
+
+        def read(todo: list[tuple[str, list[int]]], pieces: list[Piece] = pieces) -> list:
+            return [(s, p) for s, idx in todo for p in pieces if p.chunk_index in idx]
+
+        got = PieceReader(read).expand(hits, per_hit=per_hit, total=total, limit=3)
+        assert got == full
+    assert leads > 50  # the case is exercised
+
+
+def test_a_lead_over_code_chunks_counts_the_heading_it_brings() -> None:
+    """Code chunks carry no heading line: a passage of code alone gains the section's
+    heading with its lead, and that line counts against the budget too."""
+    body = "coroutine run(func): Run func."
+    code = [f"```\nline{i} = {i}\n" + "x = 1\n" * 5 + "```" for i in range(2)]
+    pieces = [
+        Piece(0, f"## S\n{body}", "S"),
+        *(Piece(i, f"## S\nfiller {i} " + "y" * 60, "S") for i in range(1, 6)),
+        Piece(6, code[0], "S"),
+        Piece(7, code[1], "S"),
+    ]
+    budget = len(code[0]) + 1 + len(code[1]) + len(body) + len("[…]") + 2
+    (wide,) = expand_hits(
+        [_hit(6, code[0], path="S")], _threads_fetch(pieces), per_hit=budget, total=3000
+    )
+    assert wide.passage.startswith(f"## S\n{body}\n[…]\n```\nline0")
+    assert len(wide.passage) <= budget and wide.passage_chunks == [0, 6]
