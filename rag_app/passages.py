@@ -147,21 +147,33 @@ def widen(
     `section` holds the hit's neighbours (any order, the hit's own chunk may be among
     them); only chunks of the hit's heading path that connect to it are used.
     """
+    text, indexes, _spans = _widen(hit, section, budget, lead)
+    return text, indexes
+
+
+def _widen(
+    hit: Hit, section: Sequence[Piece], budget: int, lead: Piece | None
+) -> tuple[str, list[int], list[tuple[int, int]]]:
+    """`widen`, plus the first and last chunk of every passage it grew on the way (the
+    one without the lead decides whether the lead is tried): a caller reading the
+    neighbours window by window needs a wider one if any of them reached an edge."""
     text, indexes = _grown(hit, section, budget)
+    spans = [(indexes[0], indexes[-1])]
     if lead is None or indexes[0] <= lead.chunk_index:
-        return text, indexes  # no lead, or the passage starts at the section's start
+        return text, indexes, spans  # no lead, or the passage starts at the section's start
     start = lead.chunk_index
     heading = section_heading(lead.text)
     body = _untitled(lead.text, heading)[0] if names_section(heading, hit.heading_path) else ""
     if not body or len(body) > LEAD_MAX_CHARS:
-        return text, indexes
+        return text, indexes, spans
     cost = len(body) + len(OMITTED) + 2
     for room in (budget - cost, budget - cost - len(heading) - 1):  # the heading, if new
         if room < len(hit.text):
             break
         shorter, fewer = _grown(hit, section, room)
+        spans.append((fewer[0], fewer[-1]))
         if fewer[0] <= start:  # the smaller budget grew it back to the lead itself
-            return shorter, fewer
+            return shorter, fewer, spans
         first = section_heading(shorter)
         if first and names_section(first, hit.heading_path):
             shorter = _untitled(shorter, first)[0]
@@ -170,8 +182,8 @@ def widen(
         else:
             led = f"{heading}\n{body}\n{OMITTED}\n{shorter}"
         if len(led) <= budget:
-            return led, [start, *fewer]
-    return text, indexes
+            return led, [start, *fewer], spans
+    return text, indexes, spans
 
 
 def _grown(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[int]]:
@@ -389,41 +401,39 @@ def _widened(
     def section(first: int, last: int) -> list[Piece]:
         return [p for p in fetch(hit.source_url, first, last) if p.chunk_index not in shown]
 
+    look = LEAD_REACH + 1  # the chunk before a section's first shows where it starts
     text, indexes, reach, back = "", [at], -1, -1
     found = not hit.heading_path  # a section with no heading has no lead to find
     lead: Piece | None = None
     pieces: list[Piece] = []
+    touched = False
     for near in nears:
-        if reach >= 0:
-            first = min((i for i in indexes if i >= at - reach), default=at)
-            edge = (first == max(0, at - reach) and first > 0) or indexes[-1] == at + reach
-            if not edge and found:
-                break  # stopped inside the window, which shows the section's start too
+        if reach >= 0 and not touched and (found or back >= min(at, look)):
+            break  # stopped inside the window, which shows where the section starts
         # once a window has not shown where the section starts, the next one reaches back
         # for its lead at once (one read for both, not two); passages still grow only
         # within `near` chunks of the hit, so every window gives the same passage
-        back = near if found or reach < 0 else max(near, LEAD_REACH)
+        back = max(back, near if found or reach < 0 else look)
         pieces = section(max(0, at - back), at + near)
-        found, lead = _lead(hit, pieces, found)
+        if not found:
+            found, lead = _lead(hit, pieces)
         reach = near
-        text, indexes = widen(hit, _within(pieces, at, reach), budget, lead)
-    if not found and back < min(at, LEAD_REACH):
+        text, indexes, spans = _widen(hit, _within(pieces, at, reach), budget, lead)
+        touched = any((lo == at - reach and lo > 0) or hi == at + reach for lo, hi in spans)
+    if not found and back < min(at, look):
         # the section starts before the widest window: look further back for its lead
-        pieces += section(max(0, at - LEAD_REACH), at - back - 1)
-        found, lead = _lead(hit, pieces, found)
+        pieces += section(max(0, at - look), at - back - 1)
+        found, lead = _lead(hit, pieces)
         if lead is not None:
             text, indexes = widen(hit, _within(pieces, at, reach), budget, lead)
     return text, indexes
 
 
-def _lead(hit: Hit, pieces: Sequence[Piece], found: bool) -> tuple[bool, Piece | None]:
-    """Whether the start of the hit's section is known from `pieces` (or was already),
-    and its first chunk when it is among them."""
-    if found and not hit.heading_path:
-        return True, None
+def _lead(hit: Hit, pieces: Sequence[Piece]) -> tuple[bool, Piece | None]:
+    """Whether `pieces` show where the hit's section starts, and its first chunk if so."""
     start = section_start(hit, pieces)
     if start is None:
-        return found, None
+        return False, None
     return True, next((p for p in pieces if p.chunk_index == start), None)
 
 

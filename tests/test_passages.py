@@ -146,8 +146,9 @@ def test_asking_the_near_neighbours_first_gives_the_passages_of_the_full_window(
         asked.clear()
         staged = expand_hits(hits, fetch_from, per_hit=per_hit, total=total, limit=3, first_reach=2)
         assert staged == full
-        # a window reaches PASSAGE_REACH on each side, or further back for a lead
-        assert all(last - first <= PASSAGE_REACH + LEAD_REACH for first, last in asked)
+        # a window reaches PASSAGE_REACH on each side, or further back for a lead (and the
+        # chunk before it, which shows where its section starts)
+        assert all(last - first <= PASSAGE_REACH + LEAD_REACH + 1 for first, last in asked)
 
 
 def test_reading_ahead_in_batches_gives_the_passages_of_reading_every_window() -> None:
@@ -400,7 +401,58 @@ def test_passages_with_leads_stay_within_budget_and_match_reading_every_window()
 
         got = PieceReader(read).expand(hits, per_hit=per_hit, total=total, limit=3)
         assert got == full
+        # asking fewer neighbours first, as a search does, gives the same passages
+        reaches = first_reaches(5, per_hit=per_hit, total=total, chunk_chars=60, overlap=0)
+        for first in (reaches, 1, 3):
+            staged = expand_hits(
+                hits, window, per_hit=per_hit, total=total, limit=3, first_reach=first
+            )
+            assert staged == expand_hits(
+                hits, window, per_hit=per_hit, total=total, limit=3, first_reach=PASSAGE_REACH
+            )
     assert leads > 50  # the case is exercised
+
+
+def test_a_lead_found_in_one_window_is_kept_in_the_wider_ones() -> None:
+    """A narrow first window, then one reaching back for the lead (found 10 chunks back),
+    then a wider one around the hit: the lead stays, as when every window is read."""
+    pieces = [Piece(0, "## O\nother", "O"), Piece(1, LEAD, "Threads")] + [
+        Piece(i, f"## Threads\nexample {i:02} " + "x" * 40, "Threads") for i in range(2, 25)
+    ]
+    hit = _hit(11, pieces[11].text, path="Threads")
+    fetch_s = _threads_fetch(pieces)
+    full = expand_hits([hit], fetch_s, per_hit=700, total=3000, first_reach=PASSAGE_REACH)[0]
+    assert full.passage.startswith(f"{LEAD}\n[…]\n") and full.passage_chunks[0] == 1
+    for first in range(1, PASSAGE_REACH):
+        assert expand_hits([hit], fetch_s, per_hit=700, total=3000, first_reach=first) == [full]
+
+
+def test_a_window_is_widened_when_the_passage_without_its_lead_reached_its_edge() -> None:
+    """The whole section fits the budget, but a narrow window cut the lead-less passage at
+    its edge, which made room for a lead and an omission line instead."""
+    pieces = [Piece(0, "## O\nother", "O"), Piece(1, "## O\nother 1", "O")]
+    pieces += [Piece(2, "## S\n" + "L" * 300, "S")]
+    pieces += [Piece(i, f"## S\nc{i} " + "x" * 46, "S") for i in range(3, 9)]
+    pieces += [Piece(9, "## P\nnext", "P")]
+    hit = _hit(8, pieces[8].text, path="S")
+    budget = 4 + 1 + 300 + 6 * 50  # the whole section, 2..8
+    fetch_s = _threads_fetch(pieces)
+    (full,) = expand_hits([hit], fetch_s, per_hit=budget, total=3000, first_reach=PASSAGE_REACH)
+    assert full.passage_chunks == list(range(2, 9)) and "[…]" not in full.passage
+    for first in range(1, PASSAGE_REACH):
+        assert expand_hits([hit], fetch_s, per_hit=budget, total=3000, first_reach=first) == [full]
+
+
+def test_a_section_starting_lead_reach_chunks_back_has_its_lead_found() -> None:
+    at = 30
+    start = at - LEAD_REACH
+    pieces = [Piece(i, "## O\no", "O") for i in range(start)]
+    pieces += [Piece(start, "## S\nlead", "S")]
+    pieces += [Piece(i, f"## S\nc{i} " + "x" * 40, "S") for i in range(start + 1, at + 3)]
+    (wide,) = expand_hits(
+        [_hit(at, pieces[at].text, path="S")], _threads_fetch(pieces), per_hit=300, total=3000
+    )
+    assert wide.passage_chunks[0] == start and wide.passage.startswith("## S\nlead\n[…]\n")
 
 
 def test_a_lead_over_code_chunks_counts_the_heading_it_brings() -> None:
