@@ -1,10 +1,20 @@
 """Search latency at 1k / 10k / 100k chunks, ours vs stock LlamaIndex fusion.
 
-Not a test. Corpus vectors are random unit vectors (so building 100k chunks takes
-seconds, not hours); the corpus text is synthetic Japanese/English so BM25 has real
-work; every query is embedded with the real builtin model in a warm process.
+Not a test. The corpus text is synthetic Japanese/English so BM25 has real work; every
+query is embedded with the real builtin model in a warm process. Corpus vectors are not
+embeddings of that text (embedding 100k chunks takes hours here), one of two kinds:
+
+- `random` (default): random unit vectors. In 384 dimensions they are all about equally
+  far apart, the worst case for Chroma's HNSW graph: a query visits far more of it than
+  on real embeddings.
+- `model`: real builtin-model embeddings of `MODEL_BASE` synthetic texts, each size
+  reached with near-duplicates of them (base + Gaussian noise, renormalised, cosine
+  0.96-0.995 to the base: near-identical rows such as table lines), as
+  `bench/vector_recall.py` builds its corpus; a query then meets the clustered
+  neighbourhoods real chunks form.
 
     python bench/search_latency.py [--sizes 1000,10000,100000] [--queries 60]
+                                   [--vectors random|model]
 """
 
 from __future__ import annotations
@@ -194,11 +204,38 @@ def synthetic_text(rng: random.Random) -> str:
     return "".join(out)
 
 
-def make_nodes(n: int, seed: int = 1) -> list[TextNode]:
-    rng = random.Random(seed)
-    nprng = np.random.default_rng(seed)
-    vecs = nprng.standard_normal((n, 384)).astype(np.float32)
+MODEL_BASE = 2000
+"""Texts embedded by the real model for `--vectors model`; the rest are near-duplicates."""
+
+
+def random_vectors(n: int, seed: int = 1) -> np.ndarray:
+    """`n` random unit vectors (HNSW's worst case: no neighbourhoods)."""
+    vecs = np.random.default_rng(seed).standard_normal((n, 384)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return vecs
+
+
+def model_vectors(n: int, embed: BaseEmbedding, seed: int = 1) -> np.ndarray:
+    """`n` vectors: real embeddings of up to `MODEL_BASE` synthetic texts, then
+    near-duplicates of them (cosine 0.96-0.995 to their base)."""
+    rng = random.Random(seed + 1)
+    texts = [synthetic_text(rng) for _ in range(min(n, MODEL_BASE))]
+    base = np.array(embed.get_text_embedding_batch(texts), dtype=np.float32)
+    nprng = np.random.default_rng(seed)
+    picks = nprng.integers(0, len(base), n - len(base))
+    noise = nprng.standard_normal((len(picks), base.shape[1])).astype(np.float32)
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    scale = nprng.uniform(0.1, 0.29, (len(picks), 1)).astype(np.float32)  # cos 0.96-0.995
+    near = base[picks] + scale * noise
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    vecs = np.concatenate([base, near])
+    return vecs[nprng.permutation(n)]
+
+
+def make_nodes(n: int, seed: int = 1, vecs: np.ndarray | None = None) -> list[TextNode]:
+    rng = random.Random(seed)
+    if vecs is None:
+        vecs = random_vectors(n, seed)
     nodes = []
     for i in range(n):
         src = f"https://bench.example/page/{i // 20}"
@@ -239,14 +276,17 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values), q)) if values else float("nan")
 
 
-async def bench_size(n: int, n_queries: int, embed: BaseEmbedding) -> dict[str, Any]:
+async def bench_size(
+    n: int, n_queries: int, embed: BaseEmbedding, vectors: str = "random"
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(
             chromadb_persist_dir=f"{tmp}/chroma", bm25_persist_dir=f"{tmp}/bm25"
         )
         kb = KnowledgeBase(settings, embed_model=embed)
         await kb.open()
-        nodes = make_nodes(n)
+        vecs = model_vectors(n, embed) if vectors == "model" else random_vectors(n)
+        nodes = make_nodes(n, vecs=vecs)
         t0 = time.perf_counter()
         kb.store.chroma.upsert_nodes(nodes)
         put_records(kb, nodes)
@@ -343,13 +383,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--queries", type=int, default=60)
+    ap.add_argument("--vectors", choices=("random", "model"), default="random")
     args = ap.parse_args()
     single_blas_thread()  # as the store service runs (rag_app/blas_threads.py)
     embed = get_embed_model(load_settings())
     rows = []
     for n in [int(x) for x in args.sizes.split(",")]:
-        print(f"size {n} ...", flush=True)
-        rows.append(asyncio.run(bench_size(n, args.queries, embed)))
+        print(f"size {n}, {args.vectors} vectors ...", flush=True)
+        rows.append(asyncio.run(bench_size(n, args.queries, embed, args.vectors)))
     print()
     print(
         "| chunks | p50 ms | p95 ms | embed | vector | bm25 | fusion | non-embed | "
