@@ -42,6 +42,10 @@ MAX_SITEMAP_FILES = 100
 MAX_SITEMAP_NESTING = 3
 MAX_SITEMAP_PAGES = 200_000
 """Listed pages a crawl reads from sitemaps at most (no further sitemap file is read)."""
+SITEMAP_SECONDS = 300.0
+"""No further sitemap file is read once reading them has taken this long: a site naming
+100 sitemaps that each answer just within the request timeout would hold the crawl's
+start for most of an hour (each file has `RAG_CRAWL_TIMEOUT_SEC` besides)."""
 SCHEDULE_SLICE = 1000
 """Listed pages queued between two turns of the event loop."""
 CHECKPOINT_EVERY_SEC = 1.0
@@ -215,10 +219,20 @@ class SiteCrawl:
         read: set[str] = set()
         pages: list[str] = []
         failures: list[str] = []
+        began = time.monotonic()
         while pending and len(read) < MAX_SITEMAP_FILES:
             url, level = pending.pop(0)
             if url in read:
                 continue
+            if time.monotonic() - began > SITEMAP_SECONDS:
+                left = len({u for u, _ in pending if u not in read}) + 1
+                reason = (
+                    f"{left} sitemap file(s) not read: reading the site's sitemaps took "
+                    f"over {SITEMAP_SECONDS:.0f} s"
+                )
+                failures.append(reason)
+                self._fail(url, reason)
+                break
             read.add(url)
             try:
                 entries = await self.crawler.fetch_sitemap(url)

@@ -15,9 +15,15 @@ from protego import Protego
 from test_crawl_site_helper import LocalSite, crawl_settings
 
 from rag_app.crawl.crawler import WebCrawler
-from rag_app.crawl.exceptions import RobotsBlockedError
+from rag_app.crawl.exceptions import CrawlTimeoutError, RobotsBlockedError
 from rag_app.crawl.pages import CrawledPage
-from rag_app.crawl.robots import RobotsCache, RobotsResponse, parse_crawl_delays, parse_rules
+from rag_app.crawl.robots import (
+    MAX_FAILURE_CACHE_SEC,
+    RobotsCache,
+    RobotsResponse,
+    parse_crawl_delays,
+    parse_rules,
+)
 
 ROBOTS = """\
 # comment
@@ -348,3 +354,46 @@ async def test_fractional_crawl_delay_reaches_the_caller() -> None:
     cache = RobotsCache(fetch, BOT, ttl=100)
     assert await cache.allowed("https://h.test/a") == (True, 1.5)
     assert await cache.allowed("https://h.test/x") == (False, 1.5)
+
+
+async def test_a_failing_robots_txt_is_retried_less_and_less_often() -> None:
+    """Each failure in a row doubles the wait before the next try (60 s, 120 s, 240 s …,
+    at most 900 s), counted from the end of the attempt; an answer resets it."""
+    now = [0.0]
+    answers: list[RobotsResponse | None] = []
+    fetched: list[float] = []
+
+    async def fetch(url: str) -> RobotsResponse:
+        fetched.append(now[0])
+        answer = answers.pop(0)
+        if answer is None:
+            now[0] += 30.0  # a timeout takes its time
+            raise CrawlTimeoutError(url, 30.0)
+        return answer
+
+    cache = RobotsCache(fetch, "Bot/1", ttl=3600, clock=lambda: now[0])
+
+    async def ask_at(t: float) -> tuple[bool, float | None]:
+        now[0] = t
+        return await cache.allowed("http://h.test/x")
+
+    answers.extend([None, None, None])
+    assert await ask_at(0.0) == (True, None)  # fails open; ends at 30
+    await ask_at(89.0)  # within 60 s of the end: no new try
+    assert fetched == [0.0]
+    await ask_at(90.0)  # second failure, ends at 120: next try after 120 s more
+    await ask_at(239.0)
+    assert fetched == [0.0, 90.0]
+    await ask_at(240.0)  # third failure, ends at 270: 240 s
+    assert fetched == [0.0, 90.0, 240.0]
+    answers.append(RobotsResponse(200, "User-agent: *\nDisallow: /x\n"))
+    assert await ask_at(510.0) == (False, None)  # read at last: the rules apply
+    answers.extend([None, None])
+    await ask_at(4110.0)  # the TTL passed, and it fails again: 60 s, not 480 s
+    await ask_at(4199.0)
+    await ask_at(4200.0)
+    assert fetched[-2:] == [4110.0, 4200.0] and not answers
+    for _ in range(12):  # never more than 900 s apart, however often it fails
+        answers.append(None)
+        await ask_at(now[0] + MAX_FAILURE_CACHE_SEC)
+    assert fetched[-1] - fetched[-2] == MAX_FAILURE_CACHE_SEC + 30.0

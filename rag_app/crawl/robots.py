@@ -22,7 +22,11 @@ from rag_app.errors import RAGError
 log = logging.getLogger(__name__)
 
 FAILURE_CACHE_SEC = 60.0
-"""A failed robots.txt fetch is retried after at most this long (not the full TTL)."""
+"""A failed robots.txt fetch is retried after this long (not the full TTL), counted from
+the end of the attempt; each further failure in a row doubles it, up to
+`MAX_FAILURE_CACHE_SEC` (a host whose robots.txt times out would otherwise make the
+crawl wait out the timeout again every minute)."""
+MAX_FAILURE_CACHE_SEC = 900.0
 
 PARSE_LIMIT_BYTES = 500 * 1024
 """Only this much of a robots.txt body is parsed; the rest is ignored (RFC 9309 §2.5)."""
@@ -205,6 +209,8 @@ class RobotsCache:
         self._clock = clock
         self._rules: dict[str, RobotsRules] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._failures: dict[str, int] = {}
+        """Failed fetches in a row per robots.txt URL (cleared by an answer)."""
         self.fetch_count = 0
 
     async def rules_for(self, url: str) -> RobotsRules:
@@ -230,18 +236,27 @@ class RobotsCache:
         try:
             response = await self._fetch(url)
         except RAGError as err:
-            return self._fail_open(url, str(err), now)
+            return self._fail_open(url, str(err))
         if 200 <= response.status < 300:
+            self._failures.pop(url, None)
             # Off the event loop: a 500 KiB file full of wildcards takes a noticeable moment.
             return await asyncio.to_thread(
                 parse_rules, response.text, self._user_agent, now, self._ttl
             )
         if 400 <= response.status < 500:
+            self._failures.pop(url, None)
             log.debug("No robots.txt at %s (HTTP %s): everything allowed", url, response.status)
             return RobotsRules(parser=None, crawl_delay=None, fetched_at=now, ttl=self._ttl)
-        return self._fail_open(url, f"HTTP {response.status}", now)
+        return self._fail_open(url, f"HTTP {response.status}")
 
-    def _fail_open(self, url: str, reason: str, now: float) -> RobotsRules:
-        log.warning("Could not read %s (%s); crawling as if it allowed everything", url, reason)
-        ttl = min(self._ttl, FAILURE_CACHE_SEC)
-        return RobotsRules(parser=None, crawl_delay=None, fetched_at=now, ttl=ttl)
+    def _fail_open(self, url: str, reason: str) -> RobotsRules:
+        failures = self._failures[url] = self._failures.get(url, 0) + 1
+        retry = min(FAILURE_CACHE_SEC * 2 ** min(failures - 1, 20), MAX_FAILURE_CACHE_SEC)
+        ttl = min(self._ttl, retry)
+        log.warning(
+            "Could not read %s (%s); crawling as if it allowed everything, next try in %.0f s",
+            url,
+            reason,
+            ttl,
+        )
+        return RobotsRules(parser=None, crawl_delay=None, fetched_at=self._clock(), ttl=ttl)

@@ -15,6 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
+from rag_app import site_crawl as site_crawl_module
 from rag_app.crawl.crawler import PARSES_AT_ONCE, WebCrawler
 from rag_app.crawl.pages import CrawledPage
 from rag_app.crawl.scope import CrawlScope
@@ -273,3 +274,38 @@ async def test_rag_crawl_of_a_hostile_site_stores_nothing_outside_and_searches_a
     assert victim.paths() == []
     assert sorted(sources) == [site.url(f"/docs/p{i}.html") for i in range(1, 5)]
     assert slowest < 15, f"a search took {slowest:.1f} s while the crawl read its sitemaps"
+
+
+async def test_slow_sitemaps_hold_the_crawl_for_a_bounded_time(monkeypatch: Any) -> None:
+    """A sitemap index of many files that each answer slowly: once reading them has taken
+    `SITEMAP_SECONDS`, no further one is read; the pages of those read are crawled and
+    the files left out are reported."""
+    monkeypatch.setattr(site_crawl_module, "SITEMAP_SECONDS", 1.0)
+    async with LocalSite() as site:
+
+        async def slow(request: web.Request) -> web.StreamResponse:
+            await asyncio.sleep(0.4)
+            n = request.query["n"]
+            return web.Response(
+                body=site.url(f"/docs/p{n}.html").encode(), content_type="text/plain"
+            )
+
+        site.route("/slow.txt", slow)
+        index = "".join(
+            f"<sitemap><loc>{site.url('/slow.txt')}?n={n}</loc></sitemap>" for n in range(40)
+        )
+        site.page("/sitemap.xml", f"<sitemapindex>{index}</sitemapindex>", content_type=XML)
+        for n in range(40):
+            site.page(f"/docs/p{n}.html", f"<title>p{n}</title><p>page {n}</p>")
+        stored = Stored()
+        async with WebCrawler(crawl_settings()) as crawler:
+            crawl = site_crawl(crawler, site.url("/docs/"), CrawlOptions(sitemap=True), stored)
+            began = time.monotonic()
+            summary: CrawlSummary = await asyncio.wait_for(crawl.run(site.url("/docs/")), 60)
+            took = time.monotonic() - began
+    read = [p for p in site.paths() if p.startswith("/slow.txt")]
+    assert 2 <= len(read) <= 5, read  # ~1 s of 0.4 s files, not all 40 (16 s)
+    assert took < 10
+    assert len(stored.pages) == len(read)  # the pages the files read listed
+    (skipped,) = [d for d in summary.error_details if "sitemap file(s) not read" in d["reason"]]
+    assert skipped["reason"].startswith(f"{40 - len(read)} sitemap file(s) not read")
