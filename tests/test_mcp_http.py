@@ -13,13 +13,9 @@ import pytest
 from mcp import Client
 from mcp.types import TextContent
 
+from tests.processes import free_port, stop_process
+
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
@@ -57,12 +53,7 @@ def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             wait_for_port(port, proc)
             yield f"http://127.0.0.1:{port}/mcp", log
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, grace=10)
 
 
 async def test_streamable_http_lists_tools_and_answers_stats(

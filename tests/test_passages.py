@@ -116,18 +116,38 @@ def test_reading_order_sections_and_pages() -> None:
     assert page("short", 0, 100) == ("short", None)
 
 
+def _random_sections(
+    rng: random.Random,
+    count: int,
+    *,
+    new_section: float,
+    gap: float = 0.0,
+    code: float = 0.0,
+    headed: bool = False,
+) -> list[Piece]:
+    """`count` chunk positions in sections A, B, C of random lengths and chunk sizes: a
+    chunk missing now and then (`gap`), code chunks without a heading line (`code`), the
+    others led by their section's heading line when `headed`."""
+    pieces: list[Piece] = []
+    path = "A"
+    for i in range(count):
+        if rng.random() < new_section:
+            path = rng.choice("ABC")
+        if rng.random() < gap:
+            continue
+        body = f"文{i}。" * rng.randint(1, 30)
+        if rng.random() < code:
+            pieces.append(Piece(i, f"```\n{body}\n```", path))
+        else:
+            pieces.append(Piece(i, f"## {path}\n{body}" if headed else body, path))
+    return pieces
+
+
 def test_asking_the_near_neighbours_first_gives_the_passages_of_the_full_window() -> None:
     rng = random.Random(7)
     for _ in range(300):
         # sections of random lengths, chunks of random sizes, a gap now and then
-        pieces: list[Piece] = []
-        path = "A"
-        for i in range(40):
-            if rng.random() < 0.1:
-                path = rng.choice("ABC")
-            if rng.random() < 0.05:
-                continue
-            pieces.append(Piece(i, f"文{i}。" * rng.randint(1, 30), path))
+        pieces = _random_sections(rng, 40, new_section=0.1, gap=0.05)
         by_index = {p.chunk_index: p for p in pieces}
         asked: list[tuple[int, int]] = []
 
@@ -375,14 +395,7 @@ def test_passages_with_leads_stay_within_budget_and_match_reading_every_window()
     rng = random.Random(5)
     leads = 0
     for _ in range(300):
-        pieces: list[Piece] = []
-        path = "A"
-        for i in range(60):
-            if rng.random() < 0.05:
-                path = rng.choice("ABC")
-            body = f"文{i}。" * rng.randint(1, 30)
-            code = rng.random() < 0.15
-            pieces.append(Piece(i, f"```\n{body}\n```" if code else f"## {path}\n{body}", path))
+        pieces = _random_sections(rng, 60, new_section=0.05, code=0.15, headed=True)
 
         def window(source: str, first: int, last: int, pieces: list[Piece] = pieces) -> list[Piece]:
             return [p for p in pieces if first <= p.chunk_index <= last]

