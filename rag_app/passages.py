@@ -124,40 +124,81 @@ def merge(pieces: Sequence[Piece]) -> str:
     return text
 
 
+def _heading_of(hit: Hit, text: str) -> str:
+    """The heading line `text` starts with, if it names the hit's section (a table row
+    whose first cell is `# of items` only looks like one)."""
+    line = section_heading(text)
+    return line if line and names_section(line, hit.heading_path) else ""
+
+
 def section_start(hit: Hit, section: Sequence[Piece]) -> int | None:
     """The `chunk_index` of the first chunk of the hit's section, when `section` shows
-    where it starts (chunk 0, or a chunk of another heading path before it); None when the
-    chunks at hand stop before that (not read, or shown in a better-ranked passage)."""
-    paths = {p.chunk_index: p.heading_path for p in section}
+    where it starts: the earliest chunk before the hit that carries the section's heading
+    line, with nothing but the section's chunks (or chunks without a heading line: code,
+    table rows) between them, and before it chunk 0's start, a chunk of another heading
+    path or one carrying another heading line (sibling sections whose headings share a
+    path cut short). None when the chunks at hand stop before that."""
+    by_index = {p.chunk_index: p for p in section}
+    own = ""
+    first: int | None = None
     at = hit.chunk_index
-    while at > 0 and paths.get(at - 1) == hit.heading_path:
+    while True:
+        line = _heading_of(hit, hit.text if at == hit.chunk_index else by_index[at].text)
+        if line and own and line != own:
+            return first  # another section's heading: ours starts after it
+        if line:
+            own, first = line, at
+        before = by_index.get(at - 1)
+        if at == 0 or (before is not None and before.heading_path != hit.heading_path):
+            return first
+        if before is None:
+            return None
         at -= 1
-    if at == 0 or (at - 1 in paths and paths[at - 1] != hit.heading_path):
-        return at
-    return None
+
+
+def own_heading(hit: Hit, section: Sequence[Piece]) -> str:
+    """The heading line of the hit's section: the nearest one at or before the hit among
+    the chunks of its heading path that connect to it, else the nearest after it ("" when
+    none is at hand). Two sections can share a heading path (`## Y` and later `### Y` under
+    two `# X`, or paths cut short): the chunks carrying the other one's line are not part
+    of this passage."""
+    by_index = {p.chunk_index: p for p in section if p.heading_path == hit.heading_path}
+    by_index[hit.chunk_index] = Piece(hit.chunk_index, hit.text, hit.heading_path)
+    for step in (-1, 1):
+        at = hit.chunk_index
+        while at in by_index:
+            if line := _heading_of(hit, by_index[at].text):
+                return line
+            at += step
+    return ""
 
 
 def widen(
-    hit: Hit, section: Sequence[Piece], budget: int, lead: Piece | None = None
+    hit: Hit,
+    section: Sequence[Piece],
+    budget: int,
+    lead: Piece | None = None,
+    heading: str | None = None,
 ) -> tuple[str, list[int]]:
     """The hit's passage within `budget` characters and the chunk indexes it covers,
     preceded by `lead` (the first chunk of the hit's section) when the passage starts
     later in the section and the lead fits (see the module docstring).
 
     `section` holds the hit's neighbours (any order, the hit's own chunk may be among
-    them); only chunks of the hit's heading path that connect to it are used.
+    them); only chunks of the hit's heading path that connect to it are used. `heading`:
+    the section's heading line (`own_heading` of `section` by default).
     """
-    text, indexes, _spans = _widen(hit, section, budget, lead)
+    text, indexes, _spans = _widen(hit, section, budget, lead, heading)
     return text, indexes
 
 
 def _widen(
-    hit: Hit, section: Sequence[Piece], budget: int, lead: Piece | None
+    hit: Hit, section: Sequence[Piece], budget: int, lead: Piece | None, heading: str | None
 ) -> tuple[str, list[int], list[tuple[int, int]]]:
     """`widen`, plus the first and last chunk of every passage it grew on the way (the
     one without the lead decides whether the lead is tried): a caller reading the
     neighbours window by window needs a wider one if any of them reached an edge."""
-    text, indexes = _grown(hit, section, budget)
+    text, indexes = _grown(hit, section, budget, heading)
     spans = [(indexes[0], indexes[-1])]
     if lead is None or indexes[0] <= lead.chunk_index:
         return text, indexes, spans  # no lead, or the passage starts at the section's start
@@ -170,7 +211,7 @@ def _widen(
     for room in (budget - cost, budget - cost - len(heading) - 1):  # the heading, if new
         if room < len(hit.text):
             break
-        shorter, fewer = _grown(hit, section, room)
+        shorter, fewer = _grown(hit, section, room, heading)
         spans.append((fewer[0], fewer[-1]))
         if fewer[0] <= start:  # the smaller budget grew it back to the lead itself
             return shorter, fewer, spans
@@ -186,21 +227,23 @@ def _widen(
     return text, indexes, spans
 
 
-def _grown(hit: Hit, section: Sequence[Piece], budget: int) -> tuple[str, list[int]]:
-    """The hit's own chunk grown over its section's neighbours within `budget` (no lead)."""
-    by_index = {p.chunk_index: p for p in section if p.heading_path == hit.heading_path}
+def _grown(
+    hit: Hit, section: Sequence[Piece], budget: int, heading: str | None = None
+) -> tuple[str, list[int]]:
+    """The hit's own chunk grown over its section's neighbours within `budget` (no lead).
+
+    `heading`: the heading line the section's chunks repeat (`own_heading`; a code
+    block's or table row's chunk has none): the passage is built without it and shows it
+    once, at its top, when any of its chunks starts with it (wherever that chunk lies in
+    the passage); a chunk carrying another heading line ends the passage."""
+    if heading is None:
+        heading = own_heading(hit, section)
+    by_index = {
+        p.chunk_index: p
+        for p in section
+        if p.heading_path == hit.heading_path and _heading_of(hit, p.text) in ("", heading)
+    }
     lo = hi = hit.chunk_index
-    # the heading line the section's chunks repeat (a code block's or table row's chunk
-    # has none): the passage is built without it and shows it once, at its top, when any
-    # of its chunks starts with it (wherever that chunk lies in the passage)
-    heading = next(
-        (
-            h
-            for text in (hit.text, *(p.text for _, p in sorted(by_index.items())))
-            if (h := section_heading(text)) and names_section(h, hit.heading_path)
-        ),
-        "",
-    )
     body, titled = _untitled(hit.text, heading)
     grow = {1: True, -1: True}  # a side stops at a gap, another section or the budget
     while any(grow.values()):
@@ -232,7 +275,9 @@ def _untitled(text: str, heading: str) -> tuple[str, bool]:
 
 
 def _titled(body: str, heading: str, titled: bool) -> str:
-    return f"{heading}\n{body}" if titled else body
+    if not titled:
+        return body
+    return f"{heading}\n{body}" if body else heading
 
 
 def expand_hits(
@@ -399,7 +444,10 @@ def _widened(
     at = hit.chunk_index
 
     def section(first: int, last: int) -> list[Piece]:
-        return [p for p in fetch(hit.source_url, first, last) if p.chunk_index not in shown]
+        return fetch(hit.source_url, first, last)
+
+    def grows(pieces: list[Piece]) -> list[Piece]:  # a shown chunk ends the passage
+        return [p for p in _within(pieces, at, reach) if p.chunk_index not in shown]
 
     look = LEAD_REACH + 1  # the chunk before a section's first shows where it starts
     text, indexes, reach, back = "", [at], -1, -1
@@ -416,25 +464,29 @@ def _widened(
         back = max(back, near if found or reach < 0 else look)
         pieces = section(max(0, at - back), at + near)
         if not found:
-            found, lead = _lead(hit, pieces)
+            found, lead = _lead(hit, pieces, shown)
         reach = near
-        text, indexes, spans = _widen(hit, _within(pieces, at, reach), budget, lead)
+        heading = own_heading(hit, pieces)
+        text, indexes, spans = _widen(hit, grows(pieces), budget, lead, heading)
         touched = any((lo == at - reach and lo > 0) or hi == at + reach for lo, hi in spans)
     if not found and back < min(at, look):
         # the section starts before the widest window: look further back for its lead
         pieces += section(max(0, at - look), at - back - 1)
-        found, lead = _lead(hit, pieces)
+        found, lead = _lead(hit, pieces, shown)
         if lead is not None:
-            text, indexes = widen(hit, _within(pieces, at, reach), budget, lead)
+            text, indexes = widen(hit, grows(pieces), budget, lead, own_heading(hit, pieces))
     return text, indexes
 
 
-def _lead(hit: Hit, pieces: Sequence[Piece]) -> tuple[bool, Piece | None]:
-    """Whether `pieces` show where the hit's section starts, and its first chunk if so."""
+def _lead(hit: Hit, pieces: Sequence[Piece], shown: AbstractSet[int]) -> tuple[bool, Piece | None]:
+    """Whether `pieces` show where the hit's section starts, and its first chunk if so
+    and a better-ranked passage does not show it already (chunks shown still tell where
+    sections start and end)."""
     start = section_start(hit, pieces)
     if start is None:
         return False, None
-    return True, next((p for p in pieces if p.chunk_index == start), None)
+    lead = next((p for p in pieces if p.chunk_index == start), None)
+    return True, None if start in shown else lead
 
 
 def _within(pieces: Sequence[Piece], at: int, reach: int) -> list[Piece]:

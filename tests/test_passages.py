@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+from rag_app.parsing.router import structured_chunks
 from rag_app.passages import (
     DRY_RUNS,
     HEADER_CHARS,
@@ -485,3 +486,81 @@ def test_a_lead_over_code_chunks_counts_the_heading_it_brings() -> None:
     )
     assert wide.passage.startswith(f"## S\n{body}\n[…]\n```\nline0")
     assert len(wide.passage) <= budget and wide.passage_chunks == [0, 6]
+
+
+def test_sibling_sections_whose_paths_were_cut_short_keep_their_own_heading_and_lead() -> None:
+    """Heading paths are cut at 500 characters, so two sibling sections under long parents
+    share one: the second one's passage is shown under its own heading, with its own
+    lead, not the first one's."""
+    body = lambda key: " ".join(f"Fact {i} about {key}." for i in range(40))  # noqa: E731
+    doc = (
+        f"# {'Alpha ' * 33}\n\n## {'Beta ' * 40}\n\n### {'Gamma ' * 10}\n\n"
+        f"#### Configuration options for the frobnicator when running in mode A\n\n{body('A')}"
+        f"\n\n#### Configuration options for the frobnicator when running in mode B\n\n"
+        f"{body('B')}\n"
+    )
+    chunks = structured_chunks(doc, 200, 30)
+    pieces = [Piece(i, c.text, c.heading_path) for i, c in enumerate(chunks)]
+    last = pieces[-2]
+    assert last.heading_path == pieces[1].heading_path  # the two sections share a path
+    (wide,) = expand_hits(
+        [_hit(last.chunk_index, last.text, path=last.heading_path)],
+        _threads_fetch(pieces),
+        per_hit=500,
+        total=3000,
+    )
+    assert wide.passage.startswith(
+        "#### Configuration options for the frobnicator when running in mode B\n"
+    )
+    assert "about A." not in wide.passage and "mode A" not in wide.passage
+
+
+def test_a_section_sharing_its_path_with_the_next_does_not_run_into_it() -> None:
+    """`## Y` and then `### Y` under two `# X` headings: one path, two sections. A code
+    chunk of the first is shown under `## Y` whatever the first window, and the passage
+    stops where `### Y` begins."""
+    big = "```py\n" + "\n".join(f"v{i} = f({i})  # comment" for i in range(16)) + "\n```"
+    pieces = [
+        Piece(0, "## Y\nIntro of the first Y.", "X > Y"),
+        *(Piece(i, big, "X > Y") for i in range(1, 8)),
+        Piece(8, "```py\nhit_line = 1\n```", "X > Y"),
+        Piece(9, "### Y\nText after the code.", "X > Y"),
+        Piece(10, "# Z\nOther.", "Z"),
+    ]
+    hit = _hit(8, pieces[8].text, path="X > Y")
+    fetch_s = _threads_fetch(pieces)
+    got = {
+        first: expand_hits([hit], fetch_s, per_hit=300, total=3000, first_reach=first)[0]
+        for first in range(1, PASSAGE_REACH + 1)
+    }
+    assert len({(h.passage, tuple(h.passage_chunks)) for h in got.values()}) == 1
+    passage = got[1].passage
+    assert passage.startswith("## Y\nIntro of the first Y.\n[…]\n```py\nhit_line = 1")
+    assert "### Y" not in passage and "Text after the code" not in passage
+
+
+def test_a_heading_only_hit_stays_within_its_own_length() -> None:
+    pieces = [Piece(0, "## Empty", "Empty"), Piece(1, "## Next\nbody", "Next")]
+    (wide,) = expand_hits(
+        [_hit(0, "## Empty", path="Empty")], _threads_fetch(pieces), per_hit=5, total=1000
+    )
+    assert wide.passage == "## Empty"
+
+
+def test_a_lead_is_found_past_the_end_of_a_better_passage_of_the_section_before() -> None:
+    """A better-ranked passage shows the previous section's last chunk: it still tells
+    where this section starts, so the later hit keeps its lead."""
+
+    def section(path: str, first: int, count: int) -> list[Piece]:
+        words = lambda i: " ".join(f"w{i}.{t}" for t in range(12))  # noqa: E731
+        return [Piece(i, f"## {path}\n{words(i)}", path) for i in range(first, first + count)]
+
+    pieces = section("B", 0, 5) + section("A", 5, 20)
+    fetch_s = _threads_fetch(pieces)
+    late = _hit(15, pieces[15].text, path="A")
+    (alone,) = expand_hits([late], fetch_s, per_hit=300, total=5000)
+    _, second = expand_hits(
+        [_hit(4, pieces[4].text, path="B"), late], fetch_s, per_hit=300, total=5000
+    )
+    assert alone.passage_chunks[0] == 5 and "[…]" in alone.passage
+    assert second.passage == alone.passage and second.passage_chunks == alone.passage_chunks
