@@ -134,22 +134,31 @@ def _heading_of(hit: Hit, text: str) -> str:
 def section_start(hit: Hit, section: Sequence[Piece]) -> int | None:
     """The `chunk_index` of the first chunk of the hit's section, when `section` shows
     where it starts: the earliest chunk before the hit that carries the section's heading
-    line, with nothing but the section's chunks (or chunks without a heading line: code,
-    table rows) between them, and before it chunk 0's start, a chunk of another heading
-    path or one carrying another heading line (sibling sections whose headings share a
-    path cut short). None when the chunks at hand stop before that."""
+    line, with nothing but the section's chunks between them (chunks without a heading
+    line such as code or table rows, and chunks of a part inside the section, such as a
+    table whose caption makes a heading path of its own), and before it chunk 0's start,
+    a chunk of another heading path or one carrying another heading line (sibling
+    sections whose headings share a path cut short). None when the chunks at hand stop
+    before that."""
     by_index = {p.chunk_index: p for p in section}
+    inside = hit.heading_path + " > "
     own = ""
     first: int | None = None
     at = hit.chunk_index
     while True:
-        line = _heading_of(hit, hit.text if at == hit.chunk_index else by_index[at].text)
-        if line and own and line != own:
-            return first  # another section's heading: ours starts after it
-        if line:
-            own, first = line, at
+        piece = by_index.get(at)
+        if at == hit.chunk_index or (piece and piece.heading_path == hit.heading_path):
+            line = _heading_of(hit, hit.text if at == hit.chunk_index else piece.text)
+            if line and own and line != own:
+                return first  # another section's heading: ours starts after it
+            if line:
+                own, first = line, at
         before = by_index.get(at - 1)
-        if at == 0 or (before is not None and before.heading_path != hit.heading_path):
+        if at == 0 or (
+            before is not None
+            and before.heading_path != hit.heading_path
+            and not before.heading_path.startswith(inside)
+        ):
             return first
         if before is None:
             return None

@@ -564,3 +564,20 @@ def test_a_lead_is_found_past_the_end_of_a_better_passage_of_the_section_before(
     )
     assert alone.passage_chunks[0] == 5 and "[…]" in alone.passage
     assert second.passage == alone.passage and second.passage_chunks == alone.passage_chunks
+
+
+def test_the_lead_is_found_past_a_captioned_table_inside_the_section() -> None:
+    """A table's caption makes a heading path of its own inside the section (`A >
+    Caption`): the section goes on after it, and its lead is its first chunk, not the
+    chunk after the table."""
+    rows = [Piece(i, f"| k{i} | v |", "A > Caption") for i in range(2, 5)]
+    prose = lambda first, count: [  # noqa: E731
+        Piece(i, "## A\n" + " ".join(f"w{i}.{t}" for t in range(12)), "A")
+        for i in range(first, first + count)
+    ]
+    pieces = prose(0, 2) + rows + prose(5, 12)
+    (wide,) = expand_hits(
+        [_hit(12, pieces[12].text, path="A")], _threads_fetch(pieces), per_hit=300, total=5000
+    )
+    assert wide.passage_chunks[0] == 0 and wide.passage.startswith(f"{pieces[0].text}\n[…]\n")
+    assert "| k" not in wide.passage  # the table itself is not part of the passage
