@@ -47,7 +47,7 @@ passage grows to the edge of those (most stop earlier, at a section's end or the
 DRY_RUNS = 3
 """Passes over the chunks at hand, each followed by one read of what it found missing,
 before passages are built reading as they go (a read costs more than a pass)."""
-LEAD_REACH = 24
+LEAD_REACH = 12
 """How far before a hit its section's start is looked for (chunks), for the lead."""
 LEAD_MAX_CHARS = 400
 """A section's first chunk longer than this (a code block, a long row) is not shown as

@@ -371,11 +371,14 @@ def test_no_lead_when_it_is_long_unseen_shown_already_or_does_not_fit() -> None:
     many = [THREADS[0]] + [
         Piece(i, f"## Threads\nExample line {i} " + "x" * 80, "Threads") for i in range(1, 40)
     ]
-    far = _hit(30, many[30].text, path="Threads")
+    at = LEAD_REACH + 2  # the section starts further back than its lead is looked for
+    far = _hit(at, many[at].text, path="Threads")
     (wide,) = expand_hits([far], _threads_fetch(many), per_hit=400, total=3000)
-    assert "[…]" not in wide.passage and wide.passage_chunks[0] > 20
+    assert "[…]" not in wide.passage and wide.passage_chunks[0] > 1
     # nearer, though past the widest window of neighbours, it is looked for and found
-    nearer = _hit(20, many[20].text, path="Threads")
+    at = LEAD_REACH
+    assert at > PASSAGE_REACH + 1
+    nearer = _hit(at, many[at].text, path="Threads")
     (wide,) = expand_hits([nearer], _threads_fetch(many), per_hit=400, total=3000)
     assert wide.passage.startswith(f"{LEAD}\n[…]\n") and wide.passage_chunks[0] == 0
     # the lead inside a better-ranked passage is not shown twice
