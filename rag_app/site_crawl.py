@@ -43,9 +43,10 @@ MAX_SITEMAP_NESTING = 3
 MAX_SITEMAP_PAGES = 200_000
 """Listed pages a crawl reads from sitemaps at most (no further sitemap file is read)."""
 SITEMAP_SECONDS = 300.0
-"""No further sitemap file is read once reading them has taken this long: a site naming
-100 sitemaps that each answer just within the request timeout would hold the crawl's
-start for most of an hour (each file has `RAG_CRAWL_TIMEOUT_SEC` besides)."""
+"""Reading a site's sitemaps stops after this long (a file still being read is given up,
+no further one is read): a site naming 100 sitemaps that each answer just within the
+request timeout, or redirect five times, would hold the crawl's start for most of an
+hour."""
 SCHEDULE_SLICE = 1000
 """Listed pages queued between two turns of the event loop."""
 CHECKPOINT_EVERY_SEC = 1.0
@@ -219,27 +220,30 @@ class SiteCrawl:
         read: set[str] = set()
         pages: list[str] = []
         failures: list[str] = []
+        parsed = 0
         began = time.monotonic()
         while pending and len(read) < MAX_SITEMAP_FILES:
             url, level = pending.pop(0)
             if url in read:
                 continue
-            if time.monotonic() - began > SITEMAP_SECONDS:
-                left = len({u for u, _ in pending if u not in read}) + 1
-                reason = (
-                    f"{left} sitemap file(s) not read: reading the site's sitemaps took "
-                    f"over {SITEMAP_SECONDS:.0f} s"
-                )
-                failures.append(reason)
-                self._fail(url, reason)
+            left = SITEMAP_SECONDS - (time.monotonic() - began)
+            if left <= 0:
+                skipped = len({u for u, _ in pending if u not in read} | {url})
+                self._fail(url, f"{skipped} sitemap file(s) not read: {self._sitemaps_took()}")
                 break
             read.add(url)
             try:
-                entries = await self.crawler.fetch_sitemap(url)
+                async with asyncio.timeout(left):  # a file still read then is given up
+                    entries = await self.crawler.fetch_sitemap(url)
+            except TimeoutError:
+                failures.append(f"{url} not read: {self._sitemaps_took()}")
+                self._fail(url, failures[-1])
+                continue
             except RAGError as err:
                 failures.append(str(err))
                 self._fail(url, str(err))
                 continue
+            parsed += 1
             pages.extend(entries.pages)
             self.summary.over_cap += entries.truncated
             if level < MAX_SITEMAP_NESTING:  # only the site's own: a sitemap sends nowhere
@@ -248,8 +252,17 @@ class SiteCrawl:
             if len(pages) >= MAX_SITEMAP_PAGES:
                 break
         if not pages and failures:
+            if parsed:  # an index was read, the files it names were not
+                raise CrawlError(
+                    f"No page was found in the sitemaps of {start} "
+                    f"({parsed} read, {len(failures)} not): {failures[0]}"
+                )
             raise CrawlError(f"No sitemap could be read for {start}: {failures[0]}")
         return pages
+
+    @staticmethod
+    def _sitemaps_took() -> str:
+        return f"reading the site's sitemaps took over {SITEMAP_SECONDS:.0f} s"
 
     # -- frontier --------------------------------------------------------------------------
 

@@ -397,3 +397,23 @@ async def test_a_failing_robots_txt_is_retried_less_and_less_often() -> None:
         answers.append(None)
         await ask_at(now[0] + MAX_FAILURE_CACHE_SEC)
     assert fetched[-1] - fetched[-2] == MAX_FAILURE_CACHE_SEC + 30.0
+
+
+async def test_the_ttl_of_a_robots_txt_counts_from_its_answer() -> None:
+    """A robots.txt that takes longer to answer than its TTL is not stale on arrival."""
+    now = [0.0]
+    fetched: list[float] = []
+
+    async def fetch(url: str) -> RobotsResponse:
+        fetched.append(now[0])
+        now[0] += 30.0
+        return RobotsResponse(200, "User-agent: *\nDisallow: /x\n")
+
+    cache = RobotsCache(fetch, "Bot/1", ttl=20, clock=lambda: now[0])
+    assert await cache.allowed("http://h.test/x") == (False, None)  # answered at 30
+    now[0] = 49.0
+    assert await cache.allowed("http://h.test/y") == (True, None)
+    assert fetched == [0.0]
+    now[0] = 50.0
+    await cache.allowed("http://h.test/y")
+    assert fetched == [0.0, 50.0]

@@ -232,11 +232,11 @@ class RobotsCache:
 
     async def _load(self, url: str) -> RobotsRules:
         self.fetch_count += 1
-        now = self._clock()
         try:
             response = await self._fetch(url)
         except RAGError as err:
             return self._fail_open(url, str(err))
+        now = self._clock()  # the TTL counts from the answer, not from the request
         if 200 <= response.status < 300:
             self._failures.pop(url, None)
             # Off the event loop: a 500 KiB file full of wildcards takes a noticeable moment.

@@ -13,6 +13,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from rag_app import site_crawl as site_crawl_module
@@ -21,6 +22,7 @@ from rag_app.crawl.pages import CrawledPage
 from rag_app.crawl.scope import CrawlScope
 from rag_app.crawl.sitemap import parse_sitemap
 from rag_app.crawl_options import CrawlOptions
+from rag_app.errors import CrawlError
 from rag_app.results import CrawlSummary, IngestResult
 from rag_app.site_crawl import MAX_SITEMAP_PAGES, SiteCrawl
 from tests.processes import rag, rag_async, rag_json, store_env
@@ -277,9 +279,10 @@ async def test_rag_crawl_of_a_hostile_site_stores_nothing_outside_and_searches_a
 
 
 async def test_slow_sitemaps_hold_the_crawl_for_a_bounded_time(monkeypatch: Any) -> None:
-    """A sitemap index of many files that each answer slowly: once reading them has taken
-    `SITEMAP_SECONDS`, no further one is read; the pages of those read are crawled and
-    the files left out are reported."""
+    """A sitemap index of many files that each answer slowly (one of them listed twice):
+    reading them stops after `SITEMAP_SECONDS`, the file then being read included; the
+    pages of the files read are crawled and the files left out are reported, each
+    once."""
     monkeypatch.setattr(site_crawl_module, "SITEMAP_SECONDS", 1.0)
     async with LocalSite() as site:
 
@@ -291,8 +294,9 @@ async def test_slow_sitemaps_hold_the_crawl_for_a_bounded_time(monkeypatch: Any)
             )
 
         site.route("/slow.txt", slow)
+        listed = [*range(40), 39]  # the last file twice
         index = "".join(
-            f"<sitemap><loc>{site.url('/slow.txt')}?n={n}</loc></sitemap>" for n in range(40)
+            f"<sitemap><loc>{site.url('/slow.txt')}?n={n}</loc></sitemap>" for n in listed
         )
         site.page("/sitemap.xml", f"<sitemapindex>{index}</sitemapindex>", content_type=XML)
         for n in range(40):
@@ -303,9 +307,40 @@ async def test_slow_sitemaps_hold_the_crawl_for_a_bounded_time(monkeypatch: Any)
             began = time.monotonic()
             summary: CrawlSummary = await asyncio.wait_for(crawl.run(site.url("/docs/")), 60)
             took = time.monotonic() - began
-    read = [p for p in site.paths() if p.startswith("/slow.txt")]
-    assert 2 <= len(read) <= 5, read  # ~1 s of 0.4 s files, not all 40 (16 s)
+    asked = [p for p in site.paths() if p.startswith("/slow.txt")]
+    assert 2 <= len(asked) <= 5, asked  # ~1 s of 0.4 s files, not all 40 (16 s)
     assert took < 10
-    assert len(stored.pages) == len(read)  # the pages the files read listed
-    (skipped,) = [d for d in summary.error_details if "sitemap file(s) not read" in d["reason"]]
-    assert skipped["reason"].startswith(f"{40 - len(read)} sitemap file(s) not read")
+    assert len(stored.pages) == len(asked) - 1  # the last one asked was given up
+    took_over = "not read: reading the site's sitemaps took over 1 s"
+    reasons = [d["reason"] for d in summary.error_details]
+    (given_up,) = [r for r in reasons if r.endswith(took_over) and "file(s)" not in r]
+    assert given_up == f"{site.url('/slow.txt')}?n={len(asked) - 1} {took_over}"
+    (skipped,) = [r for r in reasons if "sitemap file(s) not read" in r]
+    assert skipped.startswith(f"{40 - len(asked)} sitemap file(s) not read")
+
+
+async def test_a_sitemap_redirecting_slowly_is_given_up_at_the_bound(monkeypatch: Any) -> None:
+    """Each redirect hop has its own request timeout: a sitemap answering every hop just
+    in time is still given up when reading sitemaps has taken `SITEMAP_SECONDS`, and an
+    index read before it names no page, which the error says."""
+    monkeypatch.setattr(site_crawl_module, "SITEMAP_SECONDS", 1.0)
+    async with LocalSite() as site:
+
+        async def hop(request: web.Request) -> web.StreamResponse:
+            await asyncio.sleep(0.8)
+            n = int(request.query.get("n", "0"))
+            raise web.HTTPFound(site.url(f"/hop.xml?n={n + 1}"))
+
+        site.route("/hop.xml", hop)
+        index = f"<sitemapindex><sitemap><loc>{site.url('/hop.xml')}</loc></sitemap></sitemapindex>"
+        site.page("/sitemap.xml", index, content_type=XML)
+        settings = crawl_settings(rag_follow_redirects=True, rag_crawl_timeout_sec=1.0)
+        async with WebCrawler(settings) as crawler:
+            crawl = site_crawl(crawler, site.url("/docs/"), CrawlOptions(sitemap=True), Stored())
+            began = time.monotonic()
+            with pytest.raises(
+                CrawlError, match=r"No page was found in the sitemaps of .*\(1 read, 1 not\)"
+            ):
+                await asyncio.wait_for(crawl.run(site.url("/docs/")), 30)
+            took = time.monotonic() - began
+    assert took < 2.5, took  # not five hops of 0.8 s
