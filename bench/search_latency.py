@@ -41,6 +41,8 @@ from pydantic import PrivateAttr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from vector_recall import grow  # bench/ is on the path when run as a script
+
 from rag_app.blas_threads import single_blas_thread
 from rag_app.config import load_settings
 from rag_app.embeddings import get_embed_model
@@ -217,19 +219,12 @@ def random_vectors(n: int, seed: int = 1) -> np.ndarray:
 
 def model_vectors(n: int, embed: BaseEmbedding, seed: int = 1) -> np.ndarray:
     """`n` vectors: real embeddings of up to `MODEL_BASE` synthetic texts, then
-    near-duplicates of them (cosine 0.96-0.995 to their base)."""
+    near-duplicates of them (cosine 0.96-0.995 to their base, `vector_recall.grow`)."""
     rng = random.Random(seed + 1)
     texts = [synthetic_text(rng) for _ in range(min(n, MODEL_BASE))]
     base = np.array(embed.get_text_embedding_batch(texts), dtype=np.float32)
-    nprng = np.random.default_rng(seed)
-    picks = nprng.integers(0, len(base), n - len(base))
-    noise = nprng.standard_normal((len(picks), base.shape[1])).astype(np.float32)
-    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
-    scale = nprng.uniform(0.1, 0.29, (len(picks), 1)).astype(np.float32)  # cos 0.96-0.995
-    near = base[picks] + scale * noise
-    near /= np.linalg.norm(near, axis=1, keepdims=True)
-    vecs = np.concatenate([base, near])
-    return vecs[nprng.permutation(n)]
+    matrix, _ids, _stats = grow(base, n, 0.96, 0.995, seed)
+    return matrix[np.random.default_rng(seed).permutation(n)]  # bases spread over pages
 
 
 def make_nodes(n: int, seed: int = 1, vecs: np.ndarray | None = None) -> list[TextNode]:

@@ -188,49 +188,41 @@ def widen(
     budget: int,
     lead: Piece | None = None,
     heading: str | None = None,
-) -> tuple[str, list[int]]:
-    """The hit's passage within `budget` characters and the chunk indexes it covers,
-    preceded by `lead` (the first chunk of the hit's section) when the passage starts
-    later in the section and the lead fits (see the module docstring).
+) -> tuple[str, list[int], list[tuple[int, int]]]:
+    """The hit's passage within `budget` characters, the chunk indexes it covers, and the
+    first and last chunk of every passage grown on the way (the one without the lead
+    decides whether the lead is tried: a caller reading the neighbours window by window
+    needs a wider one if any of them reached an edge). The passage is preceded by `lead`
+    (the first chunk of the hit's section) when it starts later in the section and the
+    lead fits (see the module docstring).
 
     `section` holds the hit's neighbours (any order, the hit's own chunk may be among
     them); only chunks of the hit's heading path that connect to it are used. `heading`:
     the section's heading line (`own_heading` of `section` by default).
     """
-    text, indexes, _spans = _widen(hit, section, budget, lead, heading)
-    return text, indexes
-
-
-def _widen(
-    hit: Hit, section: Sequence[Piece], budget: int, lead: Piece | None, heading: str | None
-) -> tuple[str, list[int], list[tuple[int, int]]]:
-    """`widen`, plus the first and last chunk of every passage it grew on the way (the
-    one without the lead decides whether the lead is tried): a caller reading the
-    neighbours window by window needs a wider one if any of them reached an edge."""
     text, indexes = _grown(hit, section, budget, heading)
     spans = [(indexes[0], indexes[-1])]
     if lead is None or indexes[0] <= lead.chunk_index:
         return text, indexes, spans  # no lead, or the passage starts at the section's start
     start = lead.chunk_index
-    heading = section_heading(lead.text)
-    body = _untitled(lead.text, heading)[0] if names_section(heading, hit.heading_path) else ""
+    line = _heading_of(hit, lead.text)  # `section_start` found the lead by this line
+    body = _untitled(lead.text, line)[0] if line else ""
     if not body or len(body) > LEAD_MAX_CHARS:
         return text, indexes, spans
     cost = len(body) + len(OMITTED) + 2
-    for room in (budget - cost, budget - cost - len(heading) - 1):  # the heading, if new
+    for room in (budget - cost, budget - cost - len(line) - 1):  # the heading, if new
         if room < len(hit.text):
             break
         shorter, fewer = _grown(hit, section, room, heading)
         spans.append((fewer[0], fewer[-1]))
         if fewer[0] <= start:  # the smaller budget grew it back to the lead itself
             return shorter, fewer, spans
-        first = section_heading(shorter)
-        if first and names_section(first, hit.heading_path):
+        if first := _heading_of(hit, shorter):
             shorter = _untitled(shorter, first)[0]
         if fewer[0] == start + 1:  # the shorter passage follows its lead with no gap
-            led = f"{heading}\n{join_chunks(body, shorter, '')}"
+            led = f"{line}\n{join_chunks(body, shorter, '')}"
         else:
-            led = f"{heading}\n{body}\n{OMITTED}\n{shorter}"
+            led = f"{line}\n{body}\n{OMITTED}\n{shorter}"
         if len(led) <= budget:
             return led, [start, *fewer], spans
     return text, indexes, spans
@@ -449,7 +441,7 @@ def _widened(
     the hit's section starts (its lead), so the result is that of the widest window.
     Chunks `shown` in a better-ranked passage end it: an answer never repeats a text."""
     if budget <= len(hit.text):
-        return widen(hit, [], budget)
+        return widen(hit, [], budget)[:2]
     at = hit.chunk_index
 
     def section(first: int, last: int) -> list[Piece]:
@@ -476,14 +468,14 @@ def _widened(
             found, lead = _lead(hit, pieces, shown)
         reach = near
         heading = own_heading(hit, pieces)
-        text, indexes, spans = _widen(hit, grows(pieces), budget, lead, heading)
+        text, indexes, spans = widen(hit, grows(pieces), budget, lead, heading)
         touched = any((lo == at - reach and lo > 0) or hi == at + reach for lo, hi in spans)
     if not found and back < min(at, look):
         # the section starts before the widest window: look further back for its lead
         pieces += section(max(0, at - look), at - back - 1)
         found, lead = _lead(hit, pieces, shown)
         if lead is not None:
-            text, indexes = widen(hit, grows(pieces), budget, lead, own_heading(hit, pieces))
+            text, indexes, _ = widen(hit, grows(pieces), budget, lead, own_heading(hit, pieces))
     return text, indexes
 
 

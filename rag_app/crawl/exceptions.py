@@ -83,6 +83,11 @@ class RobotsBlockedError(CrawlError):
         )
 
 
+MAX_ROBOTS_DELAY_SEC = 60.0
+"""The longest Crawl-delay a crawl honours; a site asking for more is not crawled (a
+delay of hours would hold a crawl for days, whatever its page limit)."""
+
+
 class CrawlDelayTooLongError(CrawlError):
     """robots.txt asks for more time between requests than a crawl waits."""
 
@@ -94,11 +99,6 @@ class CrawlDelayTooLongError(CrawlError):
             f"(Crawl-delay), more than the {MAX_ROBOTS_DELAY_SEC:g} s a crawl waits; ask the "
             "site owner or set RAG_RESPECT_ROBOTS_TXT=false if you may ignore it."
         )
-
-
-MAX_ROBOTS_DELAY_SEC = 60.0
-"""The longest Crawl-delay a crawl honours; a site asking for more is not crawled (a
-delay of hours would hold a crawl for days, whatever its page limit)."""
 
 
 class PageTooLargeError(CrawlError):
