@@ -82,6 +82,7 @@ class RAGSettings(BaseSettings):
     rag_bm25_key_weight: float = Field(2.0, ge=0.0, le=10.0)
     rag_hnsw_ef_search: int = Field(400, ge=10, le=10000)
     rag_exact_search_max_chunks: int = Field(20_000, ge=0, le=1_000_000)
+    rag_rows_in_memory_max_chunks: int = Field(100_000, ge=0, le=1_000_000)
     rag_fusion_normalization: Literal["min-max", "z-score", "dbsf"] = "min-max"
     rag_passage_chars: int = Field(1200, ge=0, le=100_000)
     rag_answer_chars: int = Field(3000, ge=100, le=1_000_000)

@@ -318,6 +318,7 @@ class KnowledgeBase:
                 check_model=check_model,
                 ef_search=s.rag_hnsw_ef_search,
                 exact_max_chunks=s.rag_exact_search_max_chunks,
+                rows_max_chunks=s.rag_rows_in_memory_max_chunks,
             )
         with timer("recovery", t):
             store.recover()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ from llama_index.core.schema import TextNode
 from rag_app.index.bm25_index import BM25Index
 from rag_app.index.chroma_store import ChromaStore, SourceRecord
 from rag_app.index.store import KnowledgeStore
-from rag_app.index.stored_rows import StoredRows
+from rag_app.index.stored_rows import NODE_JSON, StoredRows
 
 
 def test_a_fill_read_before_a_write_keeps_only_the_rows_no_write_touched() -> None:
@@ -37,20 +39,49 @@ def test_fills_older_than_a_reset_of_the_write_record_are_dropped_whole() -> Non
     assert rows.fill({"x": ("now", {})}, rows.generation) == 0
 
 
+def test_held_rows_read_back_as_chroma_gave_them_and_cost_the_collector_nothing() -> None:
+    node_json = json.dumps({"metadata": {"title": "Python 3.11 — argparse"}, "text": "x" * 900})
+    meta = {"source_url": "https://docs.example/a", "chunk_index": 3, "none": None}
+    rows = StoredRows()
+    rows.fill({f"c{i}": (f"text {i}", {**meta, NODE_JSON: node_json}) for i in range(500)}, 0)
+    rows.put(["p"], ["put"], [{**meta, NODE_JSON: node_json}])
+    got, missing = rows.get(["c7", "p", "gone"])
+    assert missing == ["gone"]
+    want = {"source_url": "https://docs.example/a", "chunk_index": 3, NODE_JSON: node_json}
+    assert got["c7"] == ("text 7", want) and dict(got["p"][1]) == want  # None: not kept
+    assert got["c7"][1]["chunk_index"] == 3 and got["c7"][1].get("none") is None
+    held = list(rows._rows.values())
+    assert all(len(h[-1]) < len(node_json) // 4 for h in held)  # the node JSON, packed
+    gc.collect()
+    gc.collect()
+    assert not any(gc.is_tracked(h) for h in held)  # full collections never walk them
+
+
 def _node(i: str, source: str, text: str, title: str = "") -> TextNode:
     meta = {"source_url": source, "chunk_index": int(i[-1]), "title": title}
     return TextNode(id_=i, text=text, embedding=[1.0, float(i[-1]), 0.5], metadata=meta)
 
 
-def test_reads_match_chroma_through_writes_deletes_and_another_writer(tmp_path: Path) -> None:
+LIMITS = [
+    pytest.param({"exact_max_chunks": 100}, id="beside-exact-vectors"),
+    pytest.param({"exact_max_chunks": 0, "rows_max_chunks": 100}, id="rows-only"),
+]
+"""Rows kept beside the exact-search copy (a small store), and on their own (a store past
+`RAG_EXACT_SEARCH_MAX_CHUNKS`, within `RAG_ROWS_IN_MEMORY_MAX_CHUNKS`)."""
+
+
+@pytest.mark.parametrize("limits", LIMITS)
+def test_reads_match_chroma_through_writes_deletes_and_another_writer(
+    tmp_path: Path, limits: dict[str, int]
+) -> None:
     client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
     store = KnowledgeStore(
         client, "kb_rows", BM25Index(tmp_path / "bm25"), model_name="m", dimension=3,
-        poll_changes=False, exact_max_chunks=100,
+        poll_changes=False, **limits,
     )  # fmt: skip
     chroma = store.chroma
     assert chroma.rows is not None and chroma.rows.complete  # empty: every row is held
-    chroma.upsert_nodes([_node("a1", "s", "日本語のテキスト"), _node("a2", "s", "two")])
+    store.replace_source("s", [_node("a1", "s", "日本語のテキスト"), _node("a2", "s", "two")], None)
     assert len(chroma.rows) == 2  # what was written, as written
     [got] = chroma.get_nodes(["a1"])
     assert got.get_content() == "日本語のテキスト" and got.metadata["chunk_index"] == 1
@@ -58,6 +89,9 @@ def test_reads_match_chroma_through_writes_deletes_and_another_writer(tmp_path: 
     retitled = _node("a1", "s", "日本語のテキスト", title="new title")
     chroma.upsert_nodes([retitled], stored={"a1"})  # metadata only: read again in full
     assert chroma.get_nodes(["a1"])[0].metadata["title"] == "new title"
+    chroma.upsert_nodes([_node("a1", "s", "日本語のテキスト", title="upserted")])  # merged
+    assert chroma.rows.get(["a1"])[1] == ["a1"]  # stored already: read again, not guessed
+    assert chroma.get_nodes(["a1"])[0].metadata["title"] == "upserted"
     nodes, pieces = chroma.nodes_and_sections(["a2", "a1"], ["a1"])
     assert [n.node_id for n in nodes] == ["a2", "a1"] and pieces[0].text == "日本語のテキスト"
 
@@ -123,7 +157,9 @@ def test_a_write_that_fails_after_chroma_applied_it_leaves_no_stale_row(
     assert orders["s"].ids == ("a1",) and orders["t"].ids == ()
 
 
-def _machines(tmp_path: Path) -> tuple[KnowledgeStore, KnowledgeStore]:
+def _machines(
+    tmp_path: Path, limits: dict[str, int] | None = None
+) -> tuple[KnowledgeStore, KnowledgeStore]:
     """Two stores on one Chroma, each with its own BM25 (two machines), the second opened
     on a store that is not empty (so it reads its copies in the background) and caught up."""
     client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
@@ -131,7 +167,7 @@ def _machines(tmp_path: Path) -> tuple[KnowledgeStore, KnowledgeStore]:
     def machine(name: str) -> KnowledgeStore:
         return KnowledgeStore(
             client, "kb_two", BM25Index(tmp_path / name), model_name="m", dimension=3,
-            poll_changes=True, exact_max_chunks=100,
+            poll_changes=True, **(limits or {"exact_max_chunks": 100}),
         )  # fmt: skip
 
     other = machine("bm25-other")
@@ -147,10 +183,11 @@ def _rows_gone_from_chroma(chroma: ChromaStore) -> set[str]:
     return held - set(chroma.collection.get(ids=sorted(held), include=[])["ids"])
 
 
+@pytest.mark.parametrize("limits", LIMITS)
 def test_a_row_read_before_catching_up_is_not_kept_after_its_chunk_is_gone(
-    tmp_path: Path,
+    tmp_path: Path, limits: dict[str, int]
 ) -> None:
-    other, this = _machines(tmp_path)
+    other, this = _machines(tmp_path, limits)
     other.replace_source("s", [_node("x0", "s", "first version")], None)  # not caught up
     this.load_exact_vectors()  # vectors, then rows (x0 is in Chroma by now)
     other.replace_source("s", [_node("y0", "s", "second version")], None)  # x0 deleted
@@ -175,3 +212,47 @@ def test_rows_another_machine_writes_during_the_load_stay_within_the_limit(
     other.replace_source("s", [_node("y0", "s", "second version")], None)
     this.catch_up()  # the store is past the limit: the copies are dropped
     assert this.chroma.rows is None and this.chroma.exact is None
+
+
+def test_rows_of_a_store_past_the_exact_limit_stay_in_memory_and_come_back_on_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    limits = {"exact_max_chunks": 5, "rows_max_chunks": 30}
+
+    def open_store() -> KnowledgeStore:
+        return KnowledgeStore(
+            client, "kb_big", BM25Index(tmp_path / "bm25"), model_name="m", dimension=3,
+            poll_changes=False, **limits,
+        )  # fmt: skip
+
+    store = open_store()
+    for page in range(4):
+        nodes = [_node(f"p{page}c{i}", f"s{page}", f"page {page} chunk {i}") for i in range(5)]
+        record = SourceRecord(f"s{page}", chunk_ids=" ".join(n.node_id for n in nodes))
+        store.replace_source(f"s{page}", nodes, record)
+    assert store.chroma.exact is None  # 20 chunks: past the exact limit, HNSW answers
+    rows = store.chroma.rows
+    assert rows is not None and rows.complete and len(rows) == 20
+
+    def no_reads(*args: object, **kwargs: object) -> None:
+        raise AssertionError("read from Chroma")
+
+    store.chroma.chunk_orders(["s2"])  # the page's chunk order, as a search reads it first
+    with monkeypatch.context() as m:  # every row comes from memory
+        m.setattr(type(store.chroma.collection), "get", no_reads)
+        nodes, pieces = store.nodes_near(["p2c3"], [1])
+        assert [n.get_content() for n in nodes] == ["page 2 chunk 3"]
+        assert sorted(p.text for p in pieces.chunks) == [f"page 2 chunk {i}" for i in (2, 3, 4)]
+
+    reopened = open_store()
+    assert reopened.chroma.rows is None  # not empty: read in the background
+    reopened.load_exact_vectors()
+    rows = reopened.chroma.rows
+    assert reopened.chroma.exact is None and rows is not None and rows.complete
+    assert len(rows) == 20 and rows.get(["p1c1"])[0]["p1c1"][0] == "page 1 chunk 1"
+
+    big = [_node(f"b{i:02d}0", "big", f"big {i}") for i in range(11)]
+    reopened.replace_source("big", big, None)  # 31 chunks: past the rows limit too
+    assert reopened.chroma.rows is None
+    assert len(reopened.chroma.get_nodes(["p1c1", "b050"])) == 2  # read from Chroma

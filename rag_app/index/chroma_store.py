@@ -38,6 +38,10 @@ DIM_KEY = "embedding_dimension"
 ACTIVE_KEY = "active_chunks"  # sources-collection metadata: which collection holds the chunks
 _BATCH = 2000
 _PAGE = 1000  # vectors per read of the exact-search copy
+ROWS_PAGE = 200
+"""Rows per read of `load_rows`. Chroma's embedded client holds the GIL for a whole call,
+and a read of 1,000 rows took ~0.1 s at 100k chunks: searches that arrive while the rows
+are read in would wait that long."""
 WRITE_SLICE = 64
 """Chunks per Chroma upsert or delete call. Chroma's embedded client holds the GIL for a
 whole call, so one 500-chunk page written in one call stopped every other thread (every
@@ -170,14 +174,19 @@ class ChromaStore:
         chunk_collection: str | None = None,
         ef_search: int = HNSW_EF_SEARCH,
         exact_max_chunks: int = 0,
+        rows_max_chunks: int | None = None,
     ) -> None:
         self.client = client
         self.check_model = check_model
         self.ef_search = ef_search
         self.exact_max_chunks = exact_max_chunks
+        self.rows_max_chunks = exact_max_chunks if rows_max_chunks is None else rows_max_chunks
         self.exact: ExactVectors | None = None  # see read_exact, adopt_exact
         self.rows: StoredRows | None = None
-        """The stored rows in memory, kept while `exact` is (see `load_rows`)."""
+        """The stored rows in memory, for stores of up to `rows_max_chunks` (`load_rows`)."""
+        self.known: Callable[[Sequence[str]], list[bool]] | None = None
+        """Which ids this process has caught up with (its BM25 holds them): the rows kept
+        when there is no exact-search copy to tell (see `_held`)."""
         self.orders = ChunkOrders()  # sources' chunk orders, from their records
         self.model_name = model_name
         self.dimension = dimension
@@ -189,9 +198,9 @@ class ChromaStore:
             chunk_collection or (str(active) if active else collection_name)
         )
         self.vector_store = ChromaVectorStore(chroma_collection=self.collection)
-        if exact_max_chunks > 0 and self.count() == 0:
-            self.exact = ExactVectors(dimension)
-            self.rows = StoredRows(complete=True)
+        if (exact_max_chunks > 0 or self.rows_max_chunks > 0) and self.count() == 0:
+            self.exact = ExactVectors(dimension) if exact_max_chunks > 0 else None
+            self.rows = StoredRows(complete=True) if self.rows_max_chunks > 0 else None
 
     def _open_chunks(self, name: str) -> Collection:
         wanted = {MODEL_KEY: self.model_name, DIM_KEY: self.dimension}
@@ -270,8 +279,7 @@ class ChromaStore:
             embeddings = [n.get_embedding() for n in batch]
             documents = [stored_text.encode(n.get_content()) for n in batch]
             metadatas = [stored_text.ascii_metadata(n) for n in batch]
-            exact = self.exact  # ids it holds are stored already: Chroma merges their metadata
-            new = [exact is None or i not in exact for i in ids]
+            new = self._new(ids)
             with self._rows_written(ids):
                 self.collection.upsert(
                     ids=ids, embeddings=embeddings, documents=documents, metadatas=metadatas
@@ -282,6 +290,8 @@ class ChromaStore:
             if (rows := self.rows) is not None:
                 rows.forget([i for i, fresh in zip(ids, new, strict=True) if not fresh])
                 rows.put(*_only(new, ids, documents, metadatas))
+                if self.exact is None:  # else the copy's size is the store's
+                    self._drop_rows_if_too_big(self.count())
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), WRITE_SLICE):
@@ -341,9 +351,19 @@ class ChromaStore:
         self._settle(exact, self.all_ids())
         if len(exact) != self.count():  # another machine wrote while ids were paged
             self._settle(exact, self.all_ids())
-        self.exact, self.rows = exact, StoredRows()  # rows: filled by `load_rows`
+        self.exact, self.rows = exact, None
         self._drop_exact_if_too_big()
+        self.start_rows()
         return self.exact is not None
+
+    def start_rows(self) -> bool:
+        """Begin an (empty, incomplete) in-memory copy of the rows if the store is within
+        `rows_max_chunks` and has none; `load_rows` fills it. Call with writes held off:
+        from here on every write updates the copy. True when there is a copy."""
+        caught_up = self.exact is not None or self.known is not None  # see `_held`
+        if self.rows is None and caught_up and 0 < self.rows_max_chunks >= self.count():
+            self.rows = StoredRows()
+        return self.rows is not None
 
     def load_rows(self, stop: threading.Event | None = None) -> int:
         """Read every stored row into the in-memory copy (`rag_app.index.stored_rows`),
@@ -354,14 +374,15 @@ class ChromaStore:
         while rows is not None and rows is self.rows and not (stop and stop.is_set()):
             since = rows.generation
             got = self.collection.get(
-                limit=_PAGE, offset=offset, include=["documents", "metadatas"]
+                limit=ROWS_PAGE, offset=offset, include=["documents", "metadatas"]
             )
             if not got["ids"]:
                 rows.complete = True
                 break
             rows.fill(self._held(_rows_of(got)), since)
+            self._drop_rows_if_too_big()
             offset += len(got["ids"])
-        return len(rows) if rows is not None else 0
+        return len(rows) if rows is not None and rows is self.rows else 0
 
     def _read_rows(self, ids: Sequence[str]) -> dict[str, Row]:
         """Stored rows of `ids` (those that exist): from memory where held, the rest from
@@ -374,18 +395,31 @@ class ChromaStore:
             since = rows.generation
             read = _rows_of(self.collection.get(ids=missing, include=["documents", "metadatas"]))
             rows.fill(self._held(read), since)
+            self._drop_rows_if_too_big()
             found.update(read)
         return found
 
     def _held(self, rows: dict[str, Row]) -> dict[str, Row]:
-        """Only the rows of chunks the exact-search copy holds. Its ids are the chunks this
-        process has caught up with: a row of another chunk (another machine's write not
-        applied here yet) would be kept by no rule that later forgets it, and the copy's
-        size limit bounds these rows too."""
+        """Only the rows of chunks this process has caught up with (those the exact-search
+        copy holds, else those `known` names): a row of another chunk (another machine's
+        write not applied here yet) would be kept by no rule that later forgets it."""
         exact = self.exact
-        if exact is None:
+        if exact is not None:
+            return {i: row for i, row in rows.items() if i in exact}
+        if self.known is None:
             return {}
-        return {i: row for i, row in rows.items() if i in exact}
+        ids = list(rows)
+        return {i: rows[i] for i, ok in zip(ids, self.known(ids), strict=True) if ok}
+
+    def _new(self, ids: Sequence[str]) -> list[bool]:
+        """Which of `ids` are not stored yet, as far as this process knows: an upsert of a
+        stored id merges its metadata in Chroma, so the copy must read that row again."""
+        exact = self.exact
+        if exact is not None:
+            return [i not in exact for i in ids]
+        if self.known is None:
+            return [False] * len(ids)
+        return [not k for k in self.known(ids)]
 
     @contextlib.contextmanager
     def _rows_written(self, ids: Sequence[str]) -> Iterator[None]:
@@ -410,12 +444,29 @@ class ChromaStore:
         self._drop_exact_if_too_big()
 
     def _drop_exact_if_too_big(self) -> None:
-        if self.exact is not None and len(self.exact) > self.exact_max_chunks:
-            self.exact, self.rows = None, None
+        size = len(self.exact) if self.exact is not None else None
+        if size is not None and size > self.exact_max_chunks:
+            self.exact = None
             logger.info(
                 "The store passed %d chunks (RAG_EXACT_SEARCH_MAX_CHUNKS); vector search uses "
                 "Chroma's HNSW index from now on.",
                 self.exact_max_chunks,
+            )
+        self._drop_rows_if_too_big(size)
+
+    def _drop_rows_if_too_big(self, size: int | None = None) -> None:
+        """Drop the rows copy once the store (`size` chunks, when known) or the copy itself
+        passes `rows_max_chunks`."""
+        rows = self.rows
+        if rows is not None and (
+            max(len(rows), size or 0) > self.rows_max_chunks
+            or (self.exact is None and self.known is None)  # nothing tells which to keep
+        ):
+            self.rows = None
+            logger.info(
+                "The store passed %d chunks (RAG_ROWS_IN_MEMORY_MAX_CHUNKS); searches read "
+                "their rows from Chroma from now on.",
+                self.rows_max_chunks,
             )
 
     def mirror_source(self, source: str, ids: set[str]) -> None:
@@ -423,6 +474,8 @@ class ChromaStore:
         change, read back from Chroma)."""
         exact = self.exact
         if exact is None:
+            if self.rows is not None:
+                self._drop_rows_if_too_big(self.count())
             return
         have = exact.ids_of_source(source)
         exact.delete(have - ids)
@@ -435,6 +488,8 @@ class ChromaStore:
         many rows it had to add or drop."""
         exact = self.exact
         if exact is None:
+            if (rows := self.rows) is not None:
+                rows.forget(rows.ids() - chunk_ids)
             return 0
         fixed = self._settle(exact, chunk_ids)
         self._drop_exact_if_too_big()

@@ -112,18 +112,17 @@ class KnowledgeStore:
         check_model: bool = True,
         ef_search: int = HNSW_EF_SEARCH,
         exact_max_chunks: int = 0,
+        rows_max_chunks: int | None = None,
     ) -> None:
         self.client = client
         self.ef_search = ef_search
         self.exact_max_chunks = exact_max_chunks
+        self.rows_max_chunks = rows_max_chunks
         self.collection_name = collection_name
         self.model_name = model_name
         self.dimension = dimension
-        self.chroma = ChromaStore(
-            client, collection_name, model_name=model_name, dimension=dimension,
-            check_model=check_model, ef_search=ef_search, exact_max_chunks=exact_max_chunks,
-        )  # fmt: skip
         self.bm25 = bm25
+        self.chroma = self._chunks(check_model)
         self.log = ChangeLog(client, collection_name)
         self.poll_changes = poll_changes
         self._write_lock = threading.RLock()
@@ -157,23 +156,37 @@ class KnowledgeStore:
             self.log.prune()
             return synced
 
+    def _chunks(self, check_model: bool) -> ChromaStore:
+        """The current chunk collection, its rows kept for the ids this BM25 holds."""
+        chroma = ChromaStore(
+            self.client, self.collection_name, model_name=self.model_name,
+            dimension=self.dimension, check_model=check_model, ef_search=self.ef_search,
+            exact_max_chunks=self.exact_max_chunks, rows_max_chunks=self.rows_max_chunks,
+        )  # fmt: skip
+        chroma.known = self._known
+        return chroma
+
+    def _known(self, ids: Sequence[str]) -> list[bool]:
+        return [s is not None for s in self.bm25.source_of(ids)]
+
     def load_exact_vectors(self) -> None:
-        """Fill the exact-search copy of the vectors from Chroma, then the in-memory copy of
-        the stored rows. Reading takes no lock (writes go on; searches use HNSW and read
+        """Fill the exact-search copy of the vectors from Chroma (stores of up to
+        `exact_max_chunks`), then the in-memory copy of the stored rows (up to
+        `rows_max_chunks`). Reading takes no lock (writes go on; searches use HNSW and read
         Chroma until it is ready); the vectors are then settled against Chroma's ids under
         the write lock. Logs how long it took."""
         start = time.perf_counter()
         chroma = self.chroma
-        if chroma.exact is not None:
+        if chroma.exact is not None and chroma.rows is not None:
             return
         try:
             exact = chroma.read_exact(self.bm25.source_of, self.closing)
-            if exact is None:
-                return
             with self._write_lock:
-                if self.closing.is_set() or self.chroma is not chroma or chroma.exact is not None:
+                if self.closing.is_set() or self.chroma is not chroma:
                     return  # closing, or switched to another collection meanwhile
-                if not chroma.adopt_exact(exact):
+                if exact is not None and chroma.exact is None:
+                    chroma.adopt_exact(exact)
+                if not chroma.start_rows():
                     return
         except Exception as err:  # e.g. the collection went away: HNSW keeps answering
             logger.warning("Exact vector search is off for this store: %s", err)
@@ -187,7 +200,7 @@ class KnowledgeStore:
         logger.info(
             "Exact vector search over %d chunks (loaded in %.2f s); %d rows held in memory "
             "(read in %.2f s).",
-            len(exact),
+            len(exact) if exact is not None and chroma.exact is exact else 0,
             loaded - start,
             rows,
             time.perf_counter() - loaded,
@@ -501,11 +514,7 @@ class KnowledgeStore:
     def reopen_chunks(self, exact_copy: bool = True) -> None:
         """Follow the sources collection's pointer to the current chunk collection; reads
         its exact-search copy if it is small (larger ones: HNSW until the next open)."""
-        self.chroma = ChromaStore(
-            self.client, self.collection_name, model_name=self.model_name,
-            dimension=self.dimension, check_model=False, ef_search=self.ef_search,
-            exact_max_chunks=self.exact_max_chunks,
-        )  # fmt: skip
+        self.chroma = self._chunks(check_model=False)
         if exact_copy and self.chroma.count() <= EXACT_COPY_INLINE:
             self.load_exact_vectors()
 

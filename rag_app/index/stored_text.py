@@ -25,6 +25,7 @@ is encoded like the text, the keys Chroma filters on are not.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from llama_index.core.schema import BaseNode
@@ -56,7 +57,7 @@ def decode(stored: str | None, meta: Any) -> str:
     the encoding (no `ENCODED_KEY`) comes back exactly as stored."""
     if not stored:
         return ""
-    if not stored.startswith(PREFIX) or not isinstance(meta, dict) or not meta.get(ENCODED_KEY):
+    if not stored.startswith(PREFIX) or not isinstance(meta, Mapping) or not meta.get(ENCODED_KEY):
         return stored
     try:
         return stored[len(PREFIX) :].encode("ascii").decode("unicode_escape")
