@@ -97,6 +97,55 @@ async def test_robots_500_fails_open_with_warning(
     assert len(warnings) == 1 and "HTTP 500" in warnings[0] and "robots.txt" in warnings[0]
 
 
+def moved(site: LocalSite, path: str, to: str, status: int = 301) -> None:
+    site.page(path, "", content_type="text/plain", status=status, headers={"Location": to})
+
+
+async def test_a_robots_txt_that_moved_is_followed_and_its_rules_apply(site: LocalSite) -> None:
+    moved(site, "/robots.txt", "/hop-1")  # e.g. http:// → https://, then a CDN path
+    moved(site, "/hop-1", site.url("/hop-2"), status=308)
+    site.page("/hop-2", ROBOTS, content_type="text/plain")
+    async with WebCrawler(crawl_settings()) as crawler:  # RAG_FOLLOW_REDIRECTS off
+        assert not crawler._settings.rag_follow_redirects
+        with pytest.raises(RobotsBlockedError):
+            await crawler.crawl_page(site.url("/private/secret.html"))
+        assert isinstance(await crawler.crawl_page(site.url("/private/open.html")), CrawledPage)
+    assert "/private/secret.html" not in site.paths()
+    assert site.paths().count("/hop-2") == 1  # read once, cached for the site
+
+
+async def test_a_robots_txt_on_another_host_applies_to_the_site_asked_about(
+    site: LocalSite,
+) -> None:
+    async with LocalSite() as elsewhere:  # another port: another authority
+        elsewhere.page("/robots.txt", "User-agent: *\nDisallow: /b\n", content_type="text/plain")
+        moved(site, "/robots.txt", elsewhere.url("/robots.txt"))
+        async with WebCrawler(crawl_settings()) as crawler:
+            with pytest.raises(RobotsBlockedError):
+                await crawler.crawl_page(site.url("/b"))
+            assert isinstance(await crawler.crawl_page(site.url("/a")), CrawledPage)
+        assert elsewhere.paths() == ["/robots.txt"]
+    assert "/b" not in site.paths()
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["/robots.txt", "ftp://127.0.0.1/robots.txt", "http://169.254.169.254/robots.txt"],
+    ids=["loop", "another-scheme", "link-local-address"],
+)
+async def test_a_robots_txt_redirect_that_cannot_be_followed_fails_open(
+    site: LocalSite, caplog: pytest.LogCaptureFixture, target: str
+) -> None:
+    moved(site, "/robots.txt", target)
+    with caplog.at_level(logging.WARNING, logger="rag_app.crawl.robots"):
+        settings = crawl_settings(rag_allow_private_network=False)
+        async with WebCrawler(settings, allowed_networks=["127.0.0.0/8"]) as crawler:
+            assert isinstance(await crawler.crawl_page(site.url("/a")), CrawledPage)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "robots.txt" in warnings[0]
+    assert site.paths().count("/robots.txt") <= 6  # a loop ends after five redirects
+
+
 async def test_robots_timeout_fails_open_with_warning(
     site: LocalSite, caplog: pytest.LogCaptureFixture
 ) -> None:

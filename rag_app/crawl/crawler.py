@@ -415,11 +415,15 @@ class WebCrawler:
         max_bytes: int,
         polite: bool = True,
         truncate: bool = False,
+        follow: bool | None = None,
     ) -> RawResponse:
-        """GET with every policy applied to every hop; redirects per `RAG_FOLLOW_REDIRECTS`.
+        """GET with every policy applied to every hop; up to `MAX_REDIRECTS` redirects
+        followed when `follow` (default: `RAG_FOLLOW_REDIRECTS`) says so.
 
         `polite=False` (robots.txt itself) skips robots, Safe Browsing and the delay.
         """
+        if follow is None:
+            follow = self._settings.rag_follow_redirects
         current = url
         hops = 0
         while True:
@@ -436,7 +440,7 @@ class WebCrawler:
                     f"header for {target}; the site is misconfigured."
                 )
             next_url = urldefrag(urljoin(target, location.strip())).url
-            if not self._settings.rag_follow_redirects:
+            if not follow:
                 raise RedirectNotFollowedError(target, next_url, response.status)
             hops += 1
             if hops > MAX_REDIRECTS:
@@ -487,8 +491,17 @@ class WebCrawler:
             )
 
     async def _fetch_robots(self, url: str) -> RobotsResponse:
+        """A site's robots.txt. Its redirects are followed whatever `RAG_FOLLOW_REDIRECTS`
+        says (RFC 9309 §2.3.1.2: up to five, across hosts too; the rules found apply to the
+        site asked about), each hop checked like any request: a site whose robots.txt
+        moved to HTTPS or another host is crawled under its rules, not as if it had none."""
         response = await self._get(
-            url, accept_types=None, max_bytes=ROBOTS_MAX_BYTES, polite=False, truncate=True
+            url,
+            accept_types=None,
+            max_bytes=ROBOTS_MAX_BYTES,
+            polite=False,
+            truncate=True,
+            follow=True,
         )
         text = ""
         if 200 <= response.status < 300:
