@@ -218,11 +218,11 @@ async def test_search_keeps_answering_through_a_reindex(tmp_path: Path) -> None:
 
 
 def two_machines(
-    tmp_path: Path, chroma_server: int, tag: str
+    tmp_path: Path, chroma_server: int, tag: str, **settings: str
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Settings of two owners (separate BM25 folders, as on two machines) sharing one
     collection, new for this test, on the Chroma server."""
-    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server)}
+    common = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(chroma_server), **settings}
     collection = f"{tag}{time.time_ns()}"
     a = store_env(tmp_path / "a", RAG_COLLECTION_NAME=collection, **common)
     b = store_env(tmp_path / "b", RAG_COLLECTION_NAME=collection, **common)
@@ -503,13 +503,18 @@ def test_a_passage_follows_a_page_another_machine_rewrote(
     assert after == passage(a)
 
 
+@pytest.mark.parametrize(
+    "copies",
+    [{}, {"RAG_EXACT_SEARCH_MAX_CHUNKS": "0"}],
+    ids=["rows-beside-vectors", "rows-above-the-vector-limit"],
+)
 def test_a_chunk_another_machine_only_moved_is_read_at_its_new_place(
-    tmp_path: Path, chroma_server: int
+    tmp_path: Path, chroma_server: int, copies: dict[str, str]
 ) -> None:
     """A section removed in front keeps the later chunks' text, so their ids, and changes
     only their `chunk_index`: the reader that holds those rows in memory must not show the
-    old one."""
-    a, b = two_machines(tmp_path, chroma_server, "q")
+    old one (whether the vector copy or, above its limit, BM25 says which rows it keeps)."""
+    a, b = two_machines(tmp_path, chroma_server, "q", **copies)
     folder = tmp_path / "moved"
     folder.mkdir()
     sections = [f"## 節{i}\n\n節{i}の本文は短い。語{i}語{i}が出てくる。\n" for i in range(6)]
