@@ -297,4 +297,10 @@ async def test_two_crawls_at_once_share_one_politeness_budget(
         await kb.aclose()
     pages = [t for path, t in site.arrivals if path != "/robots.txt"]
     gaps = [b - a for a, b in itertools.pairwise(sorted(pages))]
-    assert len(pages) >= 6 and min(gaps) >= 0.25, gaps  # one per-host delay for both crawls
+    # One per-host delay (0.3 s) for both crawls, seen from the server: a request that
+    # arrives late after its turn (the loop stalled under load: ~0.1 s was seen) shortens
+    # the next gap by as much as it lengthens its own; two gaps still span two delays,
+    # less such a stall (up to 0.15 s here).
+    # Two throttles of their own would let the crawls' requests arrive together.
+    assert len(pages) >= 6 and min(gaps) >= 0.15, gaps
+    assert min(a + b for a, b in itertools.pairwise(gaps)) >= 0.45, gaps
