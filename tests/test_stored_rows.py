@@ -11,10 +11,13 @@ import chromadb
 import pytest
 from llama_index.core.schema import TextNode
 
+from rag_app.config import RAGSettings
 from rag_app.index.bm25_index import BM25Index
 from rag_app.index.chroma_store import ChromaStore, SourceRecord
 from rag_app.index.store import KnowledgeStore
 from rag_app.index.stored_rows import NODE_JSON, StoredRows
+from rag_app.knowledge import KnowledgeBase
+from tests.conftest import CountingEmbedding
 
 
 def test_a_fill_read_before_a_write_keeps_only_the_rows_no_write_touched() -> None:
@@ -256,3 +259,67 @@ def test_rows_of_a_store_past_the_exact_limit_stay_in_memory_and_come_back_on_op
     reopened.replace_source("big", big, None)  # 31 chunks: past the rows limit too
     assert reopened.chroma.rows is None
     assert len(reopened.chroma.get_nodes(["p1c1", "b050"])) == 2  # read from Chroma
+
+
+@pytest.mark.parametrize("rows_max", [0, 1_000])
+async def test_a_reindex_keeps_the_rows_setting(
+    settings: RAGSettings, counting_embed: CountingEmbedding, rows_max: int
+) -> None:
+    """The re-embedded collection holds its rows as the setting says: in memory above the
+    vector copy's limit, or (0) never."""
+    limits = {"rag_exact_search_max_chunks": 5, "rag_rows_in_memory_max_chunks": rows_max}
+    kb = KnowledgeBase(settings.model_copy(update=limits), embed_model=counting_embed)
+    await kb.open()
+    try:
+        await kb.ingest_text("https://docs.example/p", "\n\n".join(
+            f"## 節{i}\n\n節{i}の本文。スライムの攻撃力は{i}。" for i in range(12)
+        ))  # fmt: skip
+        await kb.reindex()
+        chroma = kb.store.chroma
+        assert chroma.exact is None and chroma.count() > 5  # past the vector copy's limit
+        assert chroma.rows_max_chunks == rows_max
+        assert (chroma.rows is not None) == (rows_max > 0)
+        if chroma.rows is not None:
+            chroma.rows.forget(chroma.rows.ids())  # read again through the rule reads follow
+            hits = (await kb.retrieve("スライムの攻撃力", mode="bm25")).hits
+            assert hits and set(chroma.rows.ids()) >= {h.node_id for h in hits}
+    finally:
+        await kb.aclose()
+
+
+def _held_but_gone(chroma: ChromaStore) -> set[str]:
+    assert chroma.rows is not None
+    held = chroma.rows.ids()
+    return held - set(chroma.collection.get(ids=sorted(held), include=[])["ids"])
+
+
+def test_rows_kept_under_the_vector_copy_follow_bm25_once_the_copy_is_dropped(
+    tmp_path: Path,
+) -> None:
+    """The vector copy read another machine's chunk this process had not caught up with,
+    so its row was kept; when one catch-up both grows the store past the copy's limit and
+    applies that chunk's deletion, the row must not outlive the chunk."""
+    other, this = _machines(tmp_path, {"exact_max_chunks": 3, "rows_max_chunks": 100})
+    other.replace_source("t", [_node("t0", "t", "t zero")], None)  # not caught up here
+    other.replace_source("s", [_node("x0", "s", "first version")], None)
+    this.load_exact_vectors()
+    assert this.chroma.rows is not None and "x0" in this.chroma.rows.ids()
+    other.replace_source("t", [_node(f"t{i}", "t", f"t {i}") for i in range(4)], None)
+    other.delete_source("s")
+    this.catch_up()
+    assert this.chroma.exact is None and this.chroma.rows is not None
+    assert _held_but_gone(this.chroma) == set()
+    assert this.chroma.get_nodes(["x0"]) == []
+
+
+def test_a_chunk_re_inserted_before_catching_up_is_not_kept_in_memory(tmp_path: Path) -> None:
+    """`reinsert` (the vector check after a crash, `check --repair`) keeps rows by the rule
+    reads follow: a chunk another machine wrote, not caught up with here, is not kept."""
+    other, this = _machines(tmp_path, {"exact_max_chunks": 0, "rows_max_chunks": 100})
+    this.load_exact_vectors()
+    other.replace_source("s", [_node("x0", "s", "first version")], None)
+    this.chroma.reinsert(["x0"])
+    other.replace_source("s", [_node("y0", "s", "second version")], None)  # x0 deleted
+    this.catch_up()
+    assert _held_but_gone(this.chroma) == set()
+    assert this.chroma.get_nodes(["x0"]) == []

@@ -452,7 +452,21 @@ class ChromaStore:
                 "Chroma's HNSW index from now on.",
                 self.exact_max_chunks,
             )
+            self._rows_follow_known()
         self._drop_rows_if_too_big(size)
+
+    def _rows_follow_known(self) -> None:
+        """The vector copy is gone, so `known` decides which rows are kept from now on:
+        rows it held for chunks this process has not caught up with (another machine's,
+        which the vector copy took in when it was read) are forgotten, as are those of
+        reads still in flight under the old rule (`StoredRows.restart_fills`); else a
+        later delete of such a chunk would be caught up with and its row kept."""
+        rows, known = self.rows, self.known
+        if rows is None or known is None:
+            return
+        rows.restart_fills()
+        ids = list(rows.ids())
+        rows.forget([i for i, ok in zip(ids, known(ids), strict=True) if not ok])
 
     def _drop_rows_if_too_big(self, size: int | None = None) -> None:
         """Drop the rows copy once the store (`size` chunks, when known) or the copy itself
@@ -598,8 +612,13 @@ class ChromaStore:
                     metadatas=got["metadatas"],
                 )
             self._mirror(list(got["ids"]), got["embeddings"], _sources(got))
-            if (rows := self.rows) is not None:
-                rows.put(list(got["ids"]), got["documents"], got["metadatas"])
+            if (rows := self.rows) is not None:  # kept by the rule reads follow (`_held`)
+                read = _rows_of(got)
+                held = self._held(read)
+                rows.forget([i for i in read if i not in held])
+                docs, metas = [d for d, _ in held.values()], [m for _, m in held.values()]
+                rows.put(list(held), docs, metas)
+                self._drop_rows_if_too_big()
             written += len(got["ids"])
         return written
 

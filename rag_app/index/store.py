@@ -163,10 +163,11 @@ class KnowledgeStore:
             dimension=self.dimension, check_model=check_model, ef_search=self.ef_search,
             exact_max_chunks=self.exact_max_chunks, rows_max_chunks=self.rows_max_chunks,
         )  # fmt: skip
-        chroma.known = self._known
+        chroma.known = self.known_ids
         return chroma
 
-    def _known(self, ids: Sequence[str]) -> list[bool]:
+    def known_ids(self, ids: Sequence[str]) -> list[bool]:
+        """Which of `ids` this process has caught up with (its BM25 holds them)."""
         return [s is not None for s in self.bm25.source_of(ids)]
 
     def load_exact_vectors(self) -> None:

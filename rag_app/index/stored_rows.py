@@ -19,7 +19,6 @@ as fresh as BM25 and the exact-search copy of the vectors, no fresher.
 
 from __future__ import annotations
 
-import sys
 import threading
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -41,18 +40,19 @@ _KEY_SETS: dict[tuple[str, ...], tuple[str, ...]] = {}
 _KEY_SETS_MAX = 1_000
 
 
-def _pack(document: str | None, meta: Mapping[str, Any]) -> _Held:
+def _pack(document: str | None, meta: Mapping[str, Any], shared: dict[str, str]) -> _Held:
     """A row to hold: LlamaIndex's node JSON (`NODE_JSON`, about two thirds of a row of
-    real documentation, ~3 KB) zlib-compressed to a quarter, a page's URL, title and
-    headings one string for all its rows (~4.4 → ~1.5 KB a row). Values Chroma does not
-    keep (None) are left out, as Chroma leaves them out."""
+    real documentation, ~3 KB) zlib-compressed to a quarter, and a page's URL, title and
+    headings one string for all its rows read or written together (`shared`: one batch;
+    `sys.intern` would make them immortal on Python 3.12). ~4.4 → ~1.4 KB a row. Values
+    Chroma does not keep (None) are left out, as Chroma leaves them out."""
     raw = meta.get(NODE_JSON)
     packed = isinstance(raw, str)
     items = [(k, v) for k, v in meta.items() if v is not None and not (packed and k == NODE_JSON)]
-    keys = tuple(sys.intern(k) for k, _ in items)
+    keys = tuple(k for k, _ in items)
     if len(_KEY_SETS) < _KEY_SETS_MAX:
         keys = _KEY_SETS.setdefault(keys, keys)
-    values = tuple(sys.intern(v) if isinstance(v, str) else v for _, v in items)
+    values = tuple(shared.setdefault(v, v) if isinstance(v, str) else v for _, v in items)
     return document, keys, values, zlib.compress(raw.encode(), 1) if packed else None
 
 
@@ -122,11 +122,12 @@ class StoredRows:
             if since < self._floor:
                 return len(rows)
             dropped = 0
+            shared: dict[str, str] = {}
             for chunk_id, row in rows.items():
                 if self._touched.get(chunk_id, -1) > since:
                     dropped += 1
                 else:
-                    self._rows[chunk_id] = _pack(*row)
+                    self._rows[chunk_id] = _pack(*row, shared)
             return dropped
 
     def put(
@@ -136,8 +137,16 @@ class StoredRows:
         value is None, so neither does the copy)."""
         with self._lock:
             self._bump(ids)
+            shared: dict[str, str] = {}
             for chunk_id, doc, meta in zip(ids, documents, metadatas, strict=True):
-                self._rows[chunk_id] = _pack(doc, meta or {})
+                self._rows[chunk_id] = _pack(doc, meta or {}, shared)
+
+    def restart_fills(self) -> None:
+        """Drop whole every fill that began before now (the rule for which rows to keep
+        changed while it read)."""
+        with self._lock:
+            self._generation += 1
+            self._floor = self._generation
 
     def ids(self) -> set[str]:
         """The ids of the rows held."""
