@@ -4,10 +4,12 @@ RFC 9309 matching (`*`, `$`, longest match) and the 500 KiB parsing limit."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -24,6 +26,7 @@ from rag_app.crawl.robots import (
     parse_crawl_delays,
     parse_rules,
 )
+from rag_app.crawl.safe_browsing import SafeBrowsingClient
 
 ROBOTS = """\
 # comment
@@ -146,6 +149,79 @@ async def test_a_robots_txt_redirect_that_cannot_be_followed_fails_open(
     assert site.paths().count("/robots.txt") <= 6  # a loop ends after five redirects
 
 
+class FlagsOneHost(SafeBrowsingClient):
+    """Safe Browsing that flags every URL on `evil.test` (Google's API cannot be reached
+    here) and records what it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__("key", api_url="http://127.0.0.9/unused")
+        self.asked: list[str] = []
+
+    async def _lookup(self, urls: list[str]) -> dict[str, str]:
+        self.asked += urls
+        return {u: "MALWARE" for u in urls if "//evil.test" in u}
+
+
+async def test_a_robots_txt_redirect_to_a_flagged_site_is_not_followed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with LocalSite() as site, LocalSite("127.0.0.2") as evil:
+        names = {"site.test": "127.0.0.1", "evil.test": "127.0.0.2"}
+
+        async def lookup(host: str, port: int) -> list[str]:
+            return [names[host]]
+
+        evil.page("/robots.txt", "User-agent: *\nDisallow: /a\n", content_type="text/plain")
+        moved(site, "/robots.txt", f"http://evil.test:{evil.port}/robots.txt")
+        site.page("/a", "<title>a</title><p>本文</p>")
+        flags = FlagsOneHost()
+        with caplog.at_level(logging.WARNING, logger="rag_app.crawl.robots"):
+            async with WebCrawler(
+                crawl_settings(), resolver_lookup=lookup, safe_browsing=flags
+            ) as crawler:
+                page = await crawler.crawl_page(f"http://site.test:{site.port}/a")
+        assert isinstance(page, CrawledPage)  # its robots.txt unreadable: fail-open
+        assert evil.paths() == []  # the flagged host was never contacted
+        assert f"http://evil.test:{evil.port}/robots.txt" in flags.asked
+        assert any("Safe Browsing" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_slow_robots_txt_redirect_chain_gets_one_timeout_in_all(
+    site: LocalSite,
+) -> None:
+    def hop(n: int) -> Any:
+        async def answer(_request: web.Request) -> web.StreamResponse:
+            await asyncio.sleep(0.4)
+            if n == 5:
+                return web.Response(text="User-agent: *\nDisallow: /a\n")
+            return web.Response(status=302, headers={"Location": f"/r{n + 1}"})
+
+        return answer
+
+    site.route("/robots.txt", hop(0))
+    for n in range(1, 6):
+        site.route(f"/r{n}", hop(n))
+    async with WebCrawler(crawl_settings(rag_crawl_timeout_sec=1.0)) as crawler:
+        started = time.monotonic()
+        assert isinstance(await crawler.crawl_page(site.url("/a")), CrawledPage)  # fail-open
+        took = time.monotonic() - started
+    assert took < 1.9, took  # one timeout for the chain, not one per hop (2.4 s)
+    assert "/r5" not in site.paths()
+
+
+async def test_a_robots_txt_redirect_to_no_url_at_all_fails_open_once(
+    site: LocalSite, caplog: pytest.LogCaptureFixture
+) -> None:
+    moved(site, "/robots.txt", "http://[::1/robots.txt")
+    with caplog.at_level(logging.WARNING, logger="rag_app.crawl.robots"):
+        async with WebCrawler(crawl_settings()) as crawler:
+            results = await crawler.crawl_pages([site.url("/a"), site.url("/b")])
+    assert all(r.ok for r in results), results
+    assert site.paths().count("/robots.txt") == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "not a URL" in warnings[0], warnings
+
+
 async def test_robots_timeout_fails_open_with_warning(
     site: LocalSite, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -189,6 +265,75 @@ async def test_setting_delay_applies_when_larger(site: LocalSite) -> None:
         await crawler.crawl_page(site.url("/b"))
     arrivals = [hit.at for hit in site.hits if hit.path in ("/a", "/b")]
     assert arrivals[1] - arrivals[0] >= 0.25
+
+
+async def test_turns_that_waited_for_a_slot_still_reach_the_host_a_delay_apart() -> None:
+    """With every connection slot taken by a slow site, a polite host's turns come due
+    while its requests wait for a slot; when the slot frees, they must not go out at once."""
+
+    async def slow(_request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(1.0)
+        return web.Response(text="<title>slow</title><p>遅いページ</p>", content_type="text/html")
+
+    async with LocalSite("127.0.0.2") as busy, LocalSite() as polite:
+        busy.route("/slow", slow)
+        for path in ("/a", "/b", "/c"):
+            polite.page(path, f"<title>{path}</title><p>本文 {path}</p>")
+        settings = crawl_settings(rag_crawl_delay_sec=0.3, rag_crawl_concurrency=1)
+        async with WebCrawler(settings) as crawler:
+            results = await crawler.crawl_pages(
+                [busy.url("/slow"), polite.url("/a"), polite.url("/b"), polite.url("/c")]
+            )
+        assert all(r.ok for r in results), results
+        arrivals = [hit.at for hit in polite.hits if hit.path in ("/a", "/b", "/c")]
+        assert busy.hits[0].at < arrivals[0]  # the slow page held the slot first
+    assert len(arrivals) == 3
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert min(gaps) >= 0.25, gaps
+
+
+async def test_a_host_with_a_long_delay_never_holds_slots_other_sites_need() -> None:
+    """Requests to a host with a long delay queue up while a slow site holds every slot;
+    afterwards they wait for their turns without a slot, so a third site's pages still get
+    both slots at once."""
+
+    async def slow(_request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(2.0)
+        return web.Response(text="<title>slow</title><p>遅い</p>", content_type="text/html")
+
+    async def quick(_request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.2)
+        return web.Response(text="<title>q</title><p>速い</p>", content_type="text/html")
+
+    async with (
+        LocalSite() as polite,
+        LocalSite("127.0.0.2") as busy,
+        LocalSite("127.0.0.3") as other,
+    ):
+        polite.page("/robots.txt", "User-agent: *\nCrawl-delay: 0.5\n", content_type="text/plain")
+        for i in range(8):
+            polite.page(f"/p{i}", f"<title>{i}</title><p>本文 {i}</p>")
+            other.route(f"/o{i}", quick)
+        busy.route("/s0", slow)
+        busy.route("/s1", slow)
+        async with WebCrawler(crawl_settings(rag_crawl_concurrency=2)) as crawler:
+            await crawler.robots.rules_for(polite.url("/"))
+            stall = asyncio.create_task(crawler.crawl_pages([busy.url("/s0"), busy.url("/s1")]))
+            await asyncio.sleep(0.1)
+            queued = asyncio.create_task(
+                crawler.crawl_pages([polite.url(f"/p{i}") for i in range(8)])
+            )
+            await asyncio.sleep(2.5)  # the stall is over; the polite host's turns go on
+            started = time.monotonic()
+            others = await crawler.crawl_pages([other.url(f"/o{i}") for i in range(8)])
+            took = time.monotonic() - started
+            results = [*await stall, *await queued, *others]
+        assert all(r.ok for r in results), results
+        arrivals = [hit.at for hit in polite.hits if hit.path.startswith("/p")]
+    assert min(b - a for a, b in itertools.pairwise(arrivals)) >= 0.45
+    # 8 × 0.2 s on two slots: 0.8 s. Requests of the polite host that waited out its delay
+    # holding a slot (each ~1.9 s behind its turn after the stall) held both: 3.0 s
+    assert took < 1.4, took
 
 
 # -- parser units ------------------------------------------------------------------------------

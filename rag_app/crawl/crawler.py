@@ -416,6 +416,7 @@ class WebCrawler:
         polite: bool = True,
         truncate: bool = False,
         follow: bool | None = None,
+        budget: asyncio.Timeout | None = None,
     ) -> RawResponse:
         """GET with every policy applied to every hop; up to `MAX_REDIRECTS` redirects
         followed when `follow` (default: `RAG_FOLLOW_REDIRECTS`) says so.
@@ -427,9 +428,9 @@ class WebCrawler:
         current = url
         hops = 0
         while True:
-            target, host, delay = await self._admit(current, polite=polite)
+            target, host, delay = await self._admit(current, polite=polite, hop=hops > 0)
             response = await self._send(
-                target, host, delay, headers, accept_types, max_bytes, polite, truncate
+                target, host, delay, headers, accept_types, max_bytes, polite, truncate, budget
             )
             if not response.is_redirect:
                 return response
@@ -439,7 +440,13 @@ class WebCrawler:
                     f"{status_phrase(response.status, response.reason)} without a Location "
                     f"header for {target}; the site is misconfigured."
                 )
-            next_url = urldefrag(urljoin(target, location.strip())).url
+            try:
+                next_url = urldefrag(urljoin(target, location.strip())).url
+            except ValueError as err:  # e.g. `http://[::1/x`: not a URL at all
+                raise CrawlError(
+                    f"{status_phrase(response.status, response.reason)} from {target} "
+                    f"points to an address that is not a URL ({err}); the site is misconfigured."
+                ) from err
             if not follow:
                 raise RedirectNotFollowedError(target, next_url, response.status)
             hops += 1
@@ -448,10 +455,12 @@ class WebCrawler:
             log.info("Following redirect %s → %s", target, next_url)
             current = next_url
 
-    async def _admit(self, url: str, *, polite: bool) -> tuple[str, str, float]:
-        """Check one hop before any connection; return (url, host, delay seconds)."""
+    async def _admit(self, url: str, *, polite: bool, hop: bool = False) -> tuple[str, str, float]:
+        """Check one hop before any connection; return (url, host, delay seconds). A
+        redirect `hop` is checked against Safe Browsing even when not `polite` (robots.txt
+        redirects to another site too)."""
         normalised = self.validate_url(url)
-        if polite and self._safe_browsing is not None:
+        if (polite or hop) and self._safe_browsing is not None:
             await self._safe_browsing.ensure_safe(normalised)  # before DNS: no lookup if flagged
         await self.resolve_and_check(normalised)
         delay = self._settings.rag_crawl_delay_sec
@@ -475,11 +484,24 @@ class WebCrawler:
         max_bytes: int,
         polite: bool,
         truncate: bool = False,
+        budget: asyncio.Timeout | None = None,
     ) -> RawResponse:
+        """One request, after its host's turn and with a connection slot. `budget`, the
+        time limit of a whole chain of requests, does not run while it waits for them."""
         fetcher = self._ensure_session()
-        if polite:  # waited before taking a slot: a slow site does not hold up the others
+        loop = asyncio.get_running_loop()
+        left = budget.when() - loop.time() if budget and budget.when() is not None else None
+        if budget is not None:
+            budget.reschedule(None)  # waiting for a turn or a slot is not the site's time
+        while True:  # the turn is waited for before taking a slot: no slot sleeps
             await self._throttle.wait_turn(host, delay)
-        async with self._semaphore:
+            await self._semaphore.acquire()
+            if self._throttle.try_start(host, delay):
+                break
+            self._semaphore.release()  # the slot came late, with a later turn's: wait again
+        if budget is not None and left is not None:
+            budget.reschedule(loop.time() + left)
+        try:
             self.requests_made += 1
             log.debug("GET %s", url)
             return await fetcher.get(
@@ -489,20 +511,30 @@ class WebCrawler:
                 accept_types=accept_types,
                 truncate=truncate,
             )
+        finally:
+            self._semaphore.release()
 
     async def _fetch_robots(self, url: str) -> RobotsResponse:
         """A site's robots.txt. Its redirects are followed whatever `RAG_FOLLOW_REDIRECTS`
         says (RFC 9309 §2.3.1.2: up to five, across hosts too; the rules found apply to the
         site asked about), each hop checked like any request: a site whose robots.txt
-        moved to HTTPS or another host is crawled under its rules, not as if it had none."""
-        response = await self._get(
-            url,
-            accept_types=None,
-            max_bytes=ROBOTS_MAX_BYTES,
-            polite=False,
-            truncate=True,
-            follow=True,
-        )
+        moved to HTTPS or another host is crawled under its rules, not as if it had none.
+        Every hop keeps its host's delay (`RAG_CRAWL_DELAY_SEC`), and the whole chain, DNS
+        included, gets one `RAG_CRAWL_TIMEOUT_SEC`: the site's pages wait for it."""
+        seconds = self._settings.rag_crawl_timeout_sec
+        try:
+            async with asyncio.timeout(seconds) as budget:
+                response = await self._get(
+                    url,
+                    accept_types=None,
+                    max_bytes=ROBOTS_MAX_BYTES,
+                    polite=False,
+                    truncate=True,
+                    follow=True,
+                    budget=budget,
+                )
+        except TimeoutError as err:
+            raise CrawlTimeoutError(url, seconds) from err
         text = ""
         if 200 <= response.status < 300:
             text, _codec = decode_body(response.body, response.charset, is_html=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -10,8 +11,15 @@ from collections.abc import Awaitable, Callable
 class DomainThrottle:
     """Space request starts to the same host by at least `delay` seconds.
 
-    Requests to one host queue on a lock, so concurrent tasks cannot start together;
-    other hosts are not held up.
+    Two steps per request, so that no request waits out a delay while it holds one of the
+    crawler's connection slots (a slot sleeping for a host's 60 s Crawl-delay is a slot no
+    other site can use). `wait_turn`, before the request takes a slot, waits for its host's
+    next turn: `delay` after both the last turn and the last actual start. `try_start`,
+    once it holds a slot, records the start, or refuses when the host's last request
+    started less than `delay` ago (turns that came due while every slot was taken by other
+    sites get their slots at the same moment): the request then gives its slot back and
+    waits for a turn again. Requests to one host queue on a lock for their turns; other
+    hosts are not held up.
     """
 
     def __init__(
@@ -22,16 +30,30 @@ class DomainThrottle:
     ) -> None:
         self._clock = clock
         self._sleep = sleep
+        self._last_turn: dict[str, float] = {}
         self._last_start: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def wait_turn(self, host: str, delay: float) -> None:
-        """Wait until `host` may receive a request, then record this request's start."""
+        """Before taking a connection slot: wait until `host`'s next turn, and take it."""
         lock = self._locks.setdefault(host, asyncio.Lock())
         async with lock:
-            last = self._last_start.get(host)
-            if last is not None and delay > 0:
+            while delay > 0:  # a start recorded while this sleeps moves the turn on
+                last = max(
+                    self._last_turn.get(host, -math.inf), self._last_start.get(host, -math.inf)
+                )
                 remaining = last + delay - self._clock()
-                if remaining > 0:
-                    await self._sleep(remaining)
-            self._last_start[host] = self._clock()
+                if remaining <= 0:
+                    break
+                await self._sleep(remaining)
+            self._last_turn[host] = self._clock()
+
+    def try_start(self, host: str, delay: float) -> bool:
+        """Holding a slot, right before the request goes out: record its start, or False
+        when `host`'s last request started less than `delay` ago (wait for a turn again)."""
+        now = self._clock()
+        last = self._last_start.get(host)
+        if delay > 0 and last is not None and now - last < delay:
+            return False
+        self._last_start[host] = now
+        return True
