@@ -27,6 +27,7 @@ from rag_app.crawl.robots import (
     parse_rules,
 )
 from rag_app.crawl.safe_browsing import SafeBrowsingClient
+from rag_app.crawl.throttle import DomainThrottle
 
 ROBOTS = """\
 # comment
@@ -290,6 +291,61 @@ async def test_turns_that_waited_for_a_slot_still_reach_the_host_a_delay_apart()
     assert len(arrivals) == 3
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert min(gaps) >= 0.25, gaps
+
+
+async def test_a_robots_txt_redirect_does_not_queue_behind_the_target_hosts_pages() -> None:
+    """`a.test`'s robots.txt moved to `www.a.test`, whose pages (Crawl-delay 0.5) are queued:
+    the hop must not wait out their turns while every page of `a.test` waits for it."""
+    async with LocalSite() as site, LocalSite("127.0.0.2") as www:
+        names = {"a.test": "127.0.0.1", "www.a.test": "127.0.0.2"}
+
+        async def lookup(host: str, port: int) -> list[str]:
+            return [names[host]]
+
+        www.page("/robots.txt", "User-agent: *\nCrawl-delay: 0.5\n", content_type="text/plain")
+        www.page("/a-robots.txt", "User-agent: *\nDisallow: /private\n", content_type="text/plain")
+        for i in range(8):
+            www.page(f"/p{i}", f"<title>{i}</title><p>本文 {i}</p>")
+        moved(site, "/robots.txt", f"http://www.a.test:{www.port}/a-robots.txt")
+        site.page("/a", "<title>a</title><p>本文</p>")
+        async with WebCrawler(crawl_settings(), resolver_lookup=lookup) as crawler:
+            queued = asyncio.create_task(
+                crawler.crawl_pages([f"http://www.a.test:{www.port}/p{i}" for i in range(8)])
+            )
+            await asyncio.sleep(0.2)
+            started = time.monotonic()
+            page = await crawler.crawl_page(f"http://a.test:{site.port}/a")
+            took = time.monotonic() - started
+            with pytest.raises(RobotsBlockedError):  # the moved rules apply to a.test
+                await crawler.crawl_page(f"http://a.test:{site.port}/private")
+            assert all(r.ok for r in await queued)
+    assert isinstance(page, CrawledPage)
+    assert took < 0.45, took  # 7 queued pages × 0.5 s when the hop waited for their turns
+
+
+async def test_a_sites_first_page_does_not_wait_its_delay_after_robots_txt(
+    site: LocalSite,
+) -> None:
+    robots_txt(site, "User-agent: *\nCrawl-delay: 2\n")
+    async with WebCrawler(crawl_settings()) as crawler:
+        started = time.monotonic()
+        assert isinstance(await crawler.crawl_page(site.url("/a")), CrawledPage)
+        assert time.monotonic() - started < 1.0
+
+
+async def test_a_start_due_exactly_on_its_turn_is_not_refused() -> None:
+    """`wait_turn` and `try_start` reckon the same way: a start at the very moment a turn
+    falls due (a clock that lands on it, as a fake one does) goes out."""
+    now = [12345.678]
+
+    async def advance(seconds: float) -> None:
+        now[0] += seconds
+
+    throttle = DomainThrottle(clock=lambda: now[0], sleep=advance)
+    for delay in (0.1, 0.3, 0.7):
+        for _ in range(3):
+            await throttle.wait_turn("h", delay)
+            assert throttle.try_start("h", delay)
 
 
 async def test_a_host_with_a_long_delay_never_holds_slots_other_sites_need() -> None:

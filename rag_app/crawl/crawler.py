@@ -491,12 +491,15 @@ class WebCrawler:
         fetcher = self._ensure_session()
         loop = asyncio.get_running_loop()
         left = budget.when() - loop.time() if budget and budget.when() is not None else None
+        if left is not None and left <= 0:
+            raise TimeoutError  # the chain's time is up: no turn or slot taken for nothing
         if budget is not None:
             budget.reschedule(None)  # waiting for a turn or a slot is not the site's time
         while True:  # the turn is waited for before taking a slot: no slot sleeps
-            await self._throttle.wait_turn(host, delay)
+            if polite:
+                await self._throttle.wait_turn(host, delay)
             await self._semaphore.acquire()
-            if self._throttle.try_start(host, delay):
+            if not polite or self._throttle.try_start(host, delay):
                 break
             self._semaphore.release()  # the slot came late, with a later turn's: wait again
         if budget is not None and left is not None:
@@ -519,8 +522,10 @@ class WebCrawler:
         says (RFC 9309 §2.3.1.2: up to five, across hosts too; the rules found apply to the
         site asked about), each hop checked like any request: a site whose robots.txt
         moved to HTTPS or another host is crawled under its rules, not as if it had none.
-        Every hop keeps its host's delay (`RAG_CRAWL_DELAY_SEC`), and the whole chain, DNS
-        included, gets one `RAG_CRAWL_TIMEOUT_SEC`: the site's pages wait for it."""
+        Like the site's own robots.txt, hops wait for no host's turn (at most six requests
+        per site per cache time; queued behind a host's pages, a hop waited out their
+        delays while every page of the site waited for it). The whole chain, DNS included,
+        gets one `RAG_CRAWL_TIMEOUT_SEC`."""
         seconds = self._settings.rag_crawl_timeout_sec
         try:
             async with asyncio.timeout(seconds) as budget:

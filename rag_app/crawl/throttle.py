@@ -53,7 +53,7 @@ class DomainThrottle:
         when `host`'s last request started less than `delay` ago (wait for a turn again)."""
         now = self._clock()
         last = self._last_start.get(host)
-        if delay > 0 and last is not None and now - last < delay:
+        if delay > 0 and last is not None and last + delay - now > 0:  # as `wait_turn` reckons
             return False
         self._last_start[host] = now
         return True
