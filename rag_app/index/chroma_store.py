@@ -361,7 +361,8 @@ class ChromaStore:
         `rows_max_chunks` and has none; `load_rows` fills it. Call with writes held off:
         from here on every write updates the copy. True when there is a copy."""
         caught_up = self.exact is not None or self.known is not None  # see `_held`
-        if self.rows is None and caught_up and 0 < self.rows_max_chunks >= self.count():
+        wanted = self.rows is None and caught_up and self.rows_max_chunks > 0
+        if wanted and self.count() <= self.rows_max_chunks:
             self.rows = StoredRows()
         return self.rows is not None
 
