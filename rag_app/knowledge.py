@@ -1252,9 +1252,9 @@ class KnowledgeBase:
         if self._crawler is not None:
             await self._crawler.close()
             self._crawler = None
-        if self._store is not None and self._background:
+        if self._store is not None and (self._background or self._store.loaders):
             self._store.closing.set()  # each stops at its next page; Chroma must outlive it
-            for thread in self._background:
+            for thread in [*self._background, *self._store.loaders]:
                 await asyncio.to_thread(thread.join, 30.0)
             self._background = []
         self._store = None

@@ -12,6 +12,7 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from rag_app.config import RAGSettings
+from rag_app.index import store as store_module
 from rag_app.index.bm25_index import BM25Index
 from rag_app.index.chroma_store import ChromaStore, SourceRecord
 from rag_app.index.store import KnowledgeStore
@@ -323,3 +324,31 @@ def test_a_chunk_re_inserted_before_catching_up_is_not_kept_in_memory(tmp_path: 
     this.catch_up()
     assert _held_but_gone(this.chroma) == set()
     assert this.chroma.get_nodes(["x0"]) == []
+
+
+def test_after_another_machines_reindex_the_copies_are_read_in_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store above `EXACT_COPY_INLINE` chunks gets its rows (and vectors) back after
+    another machine switched collections, without waiting for a restart."""
+    monkeypatch.setattr(store_module, "EXACT_COPY_INLINE", 2)
+    other, this = _machines(tmp_path, {"exact_max_chunks": 100})
+    other.replace_source("s", [_node(f"a{i}", "s", f"text {i}") for i in range(5)], None)
+    this.catch_up()
+    old = other.chroma.collection.name
+    new = ChromaStore(
+        other.client, "kb_two", model_name="m", dimension=3, chunk_collection="kb_two__new",
+        exact_max_chunks=100,
+    )  # fmt: skip
+    nodes = list(other.chroma.iter_nodes())
+    for node in nodes:  # "re-embedded"
+        node.embedding = [0.5, 1.0, float(node.metadata["chunk_index"])]
+    new.upsert_nodes(nodes)
+    other.switch_chunks(new, old, grace_sec=0)
+    this.catch_up()  # follows the switch
+    assert this.chroma.collection.name == "kb_two__new"
+    for loader in this.loaders:
+        loader.join(10)
+    rows = this.chroma.rows
+    assert this.chroma.exact is not None and rows is not None and rows.complete
+    assert len(rows) == this.chroma.count() == 6

@@ -130,6 +130,9 @@ class KnowledgeStore:
         self.stall_exit_sec: float | None = None  # set by an owner process: see _timed_write
         self._sync_lock = threading.Lock()
         self.closing = threading.Event()  # set by the owner on close: background reads stop
+        self.loaders: list[threading.Thread] = []
+        """Background reads of the in-memory copies after a switch of collections (the
+        owner joins them on close, after setting `closing`)."""
         self._cursor = Cursor(bm25.cursor)
 
     # ----------------------------------------------------------------- opening
@@ -513,11 +516,19 @@ class KnowledgeStore:
 
     # ----------------------------------------------------------------- reindex
     def reopen_chunks(self, exact_copy: bool = True) -> None:
-        """Follow the sources collection's pointer to the current chunk collection; reads
-        its exact-search copy if it is small (larger ones: HNSW until the next open)."""
+        """Follow the sources collection's pointer to the current chunk collection, and
+        read its in-memory copies (vectors, rows) as at open: in line up to
+        `EXACT_COPY_INLINE` chunks, else in the background (`loaders`)."""
         self.chroma = self._chunks(check_model=False)
-        if exact_copy and self.chroma.count() <= EXACT_COPY_INLINE:
+        if not exact_copy:
+            return
+        if self.chroma.count() <= EXACT_COPY_INLINE:
             self.load_exact_vectors()
+            return
+        # larger: read in the background (HNSW and Chroma reads answer meanwhile), as at open
+        loader = threading.Thread(target=self.load_exact_vectors, name="reload", daemon=True)
+        self.loaders = [t for t in self.loaders if t.is_alive()] + [loader]
+        loader.start()
 
     def switch_chunks(self, new: ChromaStore, old_name: str, grace_sec: float) -> None:
         """Point the store at a re-embedded collection, then drop the old one."""
