@@ -1223,8 +1223,8 @@ class KnowledgeBase:
             ef_search=s.rag_hnsw_ef_search,
             exact_max_chunks=s.rag_exact_search_max_chunks,
             rows_max_chunks=s.rag_rows_in_memory_max_chunks,
+            known=store.known_ids,  # the same chunk ids: a chunk's id is its source and text
         )
-        new.known = store.known_ids  # the same chunk ids: a chunk's id is its source and text
         try:
             nodes = list(store.chroma.iter_nodes())
             batch = 64

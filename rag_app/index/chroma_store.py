@@ -175,6 +175,7 @@ class ChromaStore:
         ef_search: int = HNSW_EF_SEARCH,
         exact_max_chunks: int = 0,
         rows_max_chunks: int | None = None,
+        known: Callable[[Sequence[str]], list[bool]] | None = None,
     ) -> None:
         self.client = client
         self.check_model = check_model
@@ -184,9 +185,10 @@ class ChromaStore:
         self.exact: ExactVectors | None = None  # see read_exact, adopt_exact
         self.rows: StoredRows | None = None
         """The stored rows in memory, for stores of up to `rows_max_chunks` (`load_rows`)."""
-        self.known: Callable[[Sequence[str]], list[bool]] | None = None
+        self.known = known
         """Which ids this process has caught up with (its BM25 holds them): the rows kept
-        when there is no exact-search copy to tell (see `_held`)."""
+        when there is no exact-search copy to tell (see `_held`). Without it and the copy,
+        no rows are held."""
         self.orders = ChunkOrders()  # sources' chunk orders, from their records
         self.model_name = model_name
         self.dimension = dimension
@@ -200,7 +202,8 @@ class ChromaStore:
         self.vector_store = ChromaVectorStore(chroma_collection=self.collection)
         if (exact_max_chunks > 0 or self.rows_max_chunks > 0) and self.count() == 0:
             self.exact = ExactVectors(dimension) if exact_max_chunks > 0 else None
-            self.rows = StoredRows(complete=True) if self.rows_max_chunks > 0 else None
+            ruled = self.exact is not None or known is not None  # see `_held`
+            self.rows = StoredRows(complete=True) if ruled and self.rows_max_chunks > 0 else None
 
     def _open_chunks(self, name: str) -> Collection:
         wanted = {MODEL_KEY: self.model_name, DIM_KEY: self.dimension}
@@ -279,7 +282,8 @@ class ChromaStore:
             embeddings = [n.get_embedding() for n in batch]
             documents = [stored_text.encode(n.get_content()) for n in batch]
             metadatas = [stored_text.ascii_metadata(n) for n in batch]
-            new = self._new(ids)
+            # a stored id's upsert merges its metadata in Chroma: that row is read again
+            new = [not stored for stored in self._caught_up(ids)]
             with self._rows_written(ids):
                 self.collection.upsert(
                     ids=ids, embeddings=embeddings, documents=documents, metadatas=metadatas
@@ -290,8 +294,8 @@ class ChromaStore:
             if (rows := self.rows) is not None:
                 rows.forget([i for i, fresh in zip(ids, new, strict=True) if not fresh])
                 rows.put(*_only(new, ids, documents, metadatas))
-                if self.exact is None:  # else the copy's size is the store's
-                    self._drop_rows_if_too_big(self.count())
+        if self.rows is not None and self.exact is None and nodes:  # else the copy's size
+            self._drop_rows_if_too_big(self.count())  # is the store's
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), WRITE_SLICE):
@@ -400,27 +404,20 @@ class ChromaStore:
             found.update(read)
         return found
 
-    def _held(self, rows: dict[str, Row]) -> dict[str, Row]:
-        """Only the rows of chunks this process has caught up with (those the exact-search
-        copy holds, else those `known` names): a row of another chunk (another machine's
-        write not applied here yet) would be kept by no rule that later forgets it."""
+    def _caught_up(self, ids: Sequence[str]) -> list[bool]:
+        """Which of `ids` are chunks this process has caught up with: those the exact-search
+        copy holds, else those `known` names (neither: none)."""
         exact = self.exact
         if exact is not None:
-            return {i: row for i, row in rows.items() if i in exact}
-        if self.known is None:
-            return {}
-        ids = list(rows)
-        return {i: rows[i] for i, ok in zip(ids, self.known(ids), strict=True) if ok}
+            return [i in exact for i in ids]
+        return self.known(ids) if self.known is not None else [False] * len(ids)
 
-    def _new(self, ids: Sequence[str]) -> list[bool]:
-        """Which of `ids` are not stored yet, as far as this process knows: an upsert of a
-        stored id merges its metadata in Chroma, so the copy must read that row again."""
-        exact = self.exact
-        if exact is not None:
-            return [i not in exact for i in ids]
-        if self.known is None:
-            return [False] * len(ids)
-        return [not k for k in self.known(ids)]
+    def _held(self, rows: dict[str, Row]) -> dict[str, Row]:
+        """Only the rows of chunks this process has caught up with: a row of another chunk
+        (another machine's write not applied here yet) would be kept by no rule that later
+        forgets it."""
+        ids = list(rows)
+        return {i: rows[i] for i, ok in zip(ids, self._caught_up(ids), strict=True) if ok}
 
     @contextlib.contextmanager
     def _rows_written(self, ids: Sequence[str]) -> Iterator[None]:
@@ -462,12 +459,12 @@ class ChromaStore:
         which the vector copy took in when it was read) are forgotten, as are those of
         reads still in flight under the old rule (`StoredRows.restart_fills`); else a
         later delete of such a chunk would be caught up with and its row kept."""
-        rows, known = self.rows, self.known
-        if rows is None or known is None:
+        rows = self.rows
+        if rows is None or self.known is None:
             return
         rows.restart_fills()
         ids = list(rows.ids())
-        rows.forget([i for i, ok in zip(ids, known(ids), strict=True) if not ok])
+        rows.forget([i for i, ok in zip(ids, self._caught_up(ids), strict=True) if not ok])
 
     def _drop_rows_if_too_big(self, size: int | None = None) -> None:
         """Drop the rows copy once the store (`size` chunks, when known) or the copy itself

@@ -161,13 +161,12 @@ class KnowledgeStore:
 
     def _chunks(self, check_model: bool) -> ChromaStore:
         """The current chunk collection, its rows kept for the ids this BM25 holds."""
-        chroma = ChromaStore(
+        return ChromaStore(
             self.client, self.collection_name, model_name=self.model_name,
             dimension=self.dimension, check_model=check_model, ef_search=self.ef_search,
             exact_max_chunks=self.exact_max_chunks, rows_max_chunks=self.rows_max_chunks,
+            known=self.known_ids,
         )  # fmt: skip
-        chroma.known = self.known_ids
-        return chroma
 
     def known_ids(self, ids: Sequence[str]) -> list[bool]:
         """Which of `ids` this process has caught up with (its BM25 holds them)."""
