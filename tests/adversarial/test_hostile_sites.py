@@ -344,3 +344,50 @@ async def test_a_sitemap_redirecting_slowly_is_given_up_at_the_bound(monkeypatch
                 await asyncio.wait_for(crawl.run(site.url("/docs/")), 30)
             took = time.monotonic() - began
     assert took < 2.5, took  # not five hops of 0.8 s
+
+
+@pytest.mark.parametrize("robots", ["moved", "not-a-url"])
+async def test_rag_crawl_follows_a_moved_robots_txt_and_survives_a_broken_one(
+    tmp_path: Path, robots: str
+) -> None:
+    """Through real processes (`rag crawl` and the store service it starts): a robots.txt
+    that moved is followed with redirects off and its rules keep the crawl out of the
+    private folder; one that points to no URL at all is read as unreadable (fail-open),
+    the crawl goes on and the service keeps answering."""
+    async with LocalSite() as site:
+        if robots == "moved":
+            site.route("/robots.txt", redirect("/cdn/robots.txt"))
+            site.page(
+                "/cdn/robots.txt", "User-agent: *\nDisallow: /docs/private/\n",
+                content_type="text/plain",
+            )  # fmt: skip
+        else:
+            site.page(
+                "/robots.txt", "", content_type="text/plain", status=301,
+                headers={"Location": "http://[::1/robots.txt"},
+            )  # fmt: skip
+        links = '<a href="a.html">a</a> <a href="private/s.html">s</a>'
+        site.page("/docs/", f"<title>index</title><p>kettle index</p>{links}")
+        site.page("/docs/a.html", "<title>a</title><p>kettle page a</p>")
+        site.page("/docs/private/s.html", "<title>s</title><p>kettle private page</p>")
+        env = store_env(tmp_path)  # RAG_FOLLOW_REDIRECTS: off, the default
+        try:
+            crawl = await asyncio.to_thread(
+                rag, env, "crawl", site.url("/docs/"), "--max-depth", "2", timeout=120
+            )
+            blocked = "Blocked by robots.txt" in crawl.stdout + crawl.stderr
+            # some pages failed (3) when the moved rules blocked one; else all went in (0)
+            assert crawl.returncode == (3 if robots == "moved" else 0), crawl.stderr
+            assert blocked == (robots == "moved"), crawl.stdout + crawl.stderr
+            sources = sorted(rag_json(env, "stats")["sources"])
+            found = await asyncio.to_thread(rag, env, "search", "kettle")
+            assert found.returncode == 0, found.stderr
+        finally:
+            await asyncio.to_thread(rag, env, "service", "stop")
+    docs = [site.url("/docs/"), site.url("/docs/a.html")]
+    if robots == "moved":
+        assert sources == docs
+        assert "/docs/private/s.html" not in site.paths()
+    else:
+        assert sources == sorted([*docs, site.url("/docs/private/s.html")])
+    assert site.paths().count("/robots.txt") == 1  # read once for the whole crawl
