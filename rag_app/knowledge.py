@@ -50,6 +50,7 @@ from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web
 from rag_app.index.bm25_index import BM25Index, FieldWeights
 from rag_app.index.chroma_store import ChromaStore, SectionChunk, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
+from rag_app.index.search_gate import SEARCHES
 from rag_app.index.store import EXACT_COPY_INLINE, KnowledgeStore, Neighbourhood, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
 from rag_app.index.vector_salvage import (
@@ -951,20 +952,21 @@ class KnowledgeBase:
         fetch_n = min(3 * wanted, 100) if widen else wanted
         retriever = self.retriever(n_results=fetch_n, settings=search_settings)
         reaches = self._first_reaches(search_settings, wanted) if widen else []
-        outcome = await retriever.search(
-            query.strip(),
-            mode=mode,  # type: ignore[arg-type]
-            sources=scope,
-            near=reaches,
-        )
-        hits = [Hit.from_node(n) for n in outcome.fused]
-        if widen and hits and outcome.confident:  # a declined search shows pointers only
-            with timer("passages", outcome.timings):
-                hits = await asyncio.to_thread(
-                    self._passages, hits, search_settings, reaches, outcome.neighbourhood
-                )
-        else:
-            hits = hits[:wanted]
+        with SEARCHES.searching():  # big store writes wait for it (`search_gate`)
+            outcome = await retriever.search(
+                query.strip(),
+                mode=mode,  # type: ignore[arg-type]
+                sources=scope,
+                near=reaches,
+            )
+            hits = [Hit.from_node(n) for n in outcome.fused]
+            if widen and hits and outcome.confident:  # a declined search shows pointers only
+                with timer("passages", outcome.timings):
+                    hits = await asyncio.to_thread(
+                        self._passages, hits, search_settings, reaches, outcome.neighbourhood
+                    )
+            else:
+                hits = hits[:wanted]
         result = RetrievalResult(
             query=query,
             mode=outcome.mode,

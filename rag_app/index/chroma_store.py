@@ -28,6 +28,7 @@ from rag_app.errors import EmbeddingMismatchError, StoreUnavailableError
 from rag_app.index import stored_text
 from rag_app.index.chunk_orders import ChunkOrder, ChunkOrders
 from rag_app.index.exact_vectors import ExactVectors, VectorMatches
+from rag_app.index.search_gate import SEARCHES, WriteWaits
 from rag_app.index.stored_rows import Row, StoredRows
 from rag_app.parsing.metadata_modes import follows_modes, set_metadata_modes
 
@@ -266,9 +267,11 @@ class ChromaStore:
         live vector is what Chroma's HNSW has lost records after (chroma-core/chroma#7758:
         live records unreachable by `query()` after deletes and upserts)."""
         kept = [n for n in nodes if n.node_id in stored]
+        waits = WriteWaits(SEARCHES)
         for start in range(0, len(kept), WRITE_SLICE):
             batch = kept[start : start + WRITE_SLICE]
             ids = [n.node_id for n in batch]
+            waits.before_slice()
             try:
                 self.collection.update(
                     ids=ids, metadatas=[stored_text.ascii_metadata(n) for n in batch]
@@ -284,6 +287,7 @@ class ChromaStore:
             metadatas = [stored_text.ascii_metadata(n) for n in batch]
             # a stored id's upsert merges its metadata in Chroma: that row is read again
             new = [not stored for stored in self._caught_up(ids)]
+            waits.before_slice()
             with self._rows_written(ids):
                 self.collection.upsert(
                     ids=ids, embeddings=embeddings, documents=documents, metadatas=metadatas
@@ -298,8 +302,10 @@ class ChromaStore:
             self._drop_rows_if_too_big(self.count())  # is the store's
 
     def delete_ids(self, ids: Sequence[str]) -> None:
+        waits = WriteWaits(SEARCHES)
         for start in range(0, len(ids), WRITE_SLICE):
             part = list(ids[start : start + WRITE_SLICE])
+            waits.before_slice()
             try:
                 self.vector_store.delete_nodes(node_ids=part)
                 if self.exact is not None:
