@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rag_app.limits import MAX_CHUNKS_PER_SOURCE_DEFAULT
+from rag_app.limits import MAX_CHUNKS_PER_SOURCE_DEFAULT, MAX_CRAWL_DELAY_SEC
 
 EmbeddingProvider = Literal["builtin", "local", "online"]
 BUILTIN_MODEL_NAME = "multilingual-e5-small"
@@ -92,7 +92,7 @@ class RAGSettings(BaseSettings):
 
     # Crawling
     rag_max_crawl_pages: int = Field(50, ge=1, le=10000)
-    rag_crawl_delay_sec: float = Field(1.0, ge=0.0, le=3600)
+    rag_crawl_delay_sec: float = Field(1.0, ge=0.0, le=MAX_CRAWL_DELAY_SEC)
     rag_crawl_timeout_sec: float = Field(30.0, gt=0, le=3600)
     rag_crawl_concurrency: int = Field(4, ge=1, le=64)
     rag_max_page_bytes: int = Field(5 * 1024 * 1024, ge=1024, le=1024**3)

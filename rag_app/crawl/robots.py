@@ -15,8 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from cachetools import LRUCache
 from protego import Protego
 
+from rag_app.crawl.keyed_locks import KeyedLocks
 from rag_app.errors import RAGError
 
 log = logging.getLogger(__name__)
@@ -153,6 +155,8 @@ class RobotsRules:
     """The product token the rules were parsed for (`parse_rules` keeps only its group)."""
     sitemaps: tuple[str, ...] = ()
     """`Sitemap:` lines of the file (they belong to no group)."""
+    size: int = 0
+    """Characters of rules parsed (what the parsed rules' memory grows with)."""
 
     def allows(self, url: str, user_agent: str) -> bool:
         """True when `user_agent` may fetch `url`."""
@@ -171,7 +175,8 @@ class RobotsRules:
 def parse_rules(text: str, user_agent: str, fetched_at: float, ttl: float) -> RobotsRules:
     """Build the rules of `user_agent` from robots.txt text (first 500 KiB only)."""
     token = _product_token(user_agent)
-    parser = Protego.parse(_keep_only_our_group(_head(text), token))
+    ours = _keep_only_our_group(_head(text), token)
+    parser = Protego.parse(ours)
     return RobotsRules(
         parser=parser,
         crawl_delay=parser.crawl_delay(token),
@@ -179,6 +184,7 @@ def parse_rules(text: str, user_agent: str, fetched_at: float, ttl: float) -> Ro
         ttl=ttl,
         agent=token,
         sitemaps=tuple(parser.sitemaps)[:MAX_SITEMAP_LINES],
+        size=len(ours),
     )
 
 
@@ -192,8 +198,27 @@ def robots_url(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/robots.txt"
 
 
+MAX_CACHED_RULE_CHARS = 2_000_000
+"""Characters of parsed rules the cache keeps, all origins together (least recently used
+go first). Parsed rules take ~50 bytes a character (a 500 KiB file of wildcard rules:
+26 MB), so this bounds the cache near 100 MB however many sites a long-lived crawler
+meets; an origin dropped while fresh only has its robots.txt fetched again."""
+ENTRY_CHARS = 1000
+"""What one cached origin counts for besides its rules (at most 2,000 origins)."""
+MAX_REMEMBERED_FAILURES = 2000
+"""Origins whose failed fetches in a row are counted (least recently failed forgotten)."""
+INLINE_MATCH_CHARS = 20_000
+"""Rules larger than this are matched in a thread: 19k wildcard rules take ~15 ms a URL,
+which the event loop (and every search in the store's owner) would otherwise wait."""
+
+
+def _cost(rules: RobotsRules) -> int:
+    return rules.size + ENTRY_CHARS
+
+
 class RobotsCache:
-    """Per-origin robots.txt rules with a TTL; one fetch per origin at a time."""
+    """Per-origin robots.txt rules with a TTL; one fetch per origin at a time. Bounded:
+    `MAX_CACHED_RULE_CHARS` of rules (LRU), locks only while in use."""
 
     def __init__(
         self,
@@ -207,17 +232,16 @@ class RobotsCache:
         self._user_agent = user_agent
         self._ttl = ttl
         self._clock = clock
-        self._rules: dict[str, RobotsRules] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._failures: dict[str, int] = {}
+        self._rules: LRUCache[str, RobotsRules] = LRUCache(MAX_CACHED_RULE_CHARS, _cost)
+        self._locks = KeyedLocks()
+        self._failures: LRUCache[str, int] = LRUCache(MAX_REMEMBERED_FAILURES)
         """Failed fetches in a row per robots.txt URL (cleared by an answer)."""
         self.fetch_count = 0
 
     async def rules_for(self, url: str) -> RobotsRules:
         """Rules for the origin of `url` (cached, fetched when missing or stale)."""
         key = robots_url(url)
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
+        async with self._locks.hold(key):
             cached = self._rules.get(key)
             if cached is not None and cached.fresh(self._clock()):
                 return cached
@@ -228,7 +252,20 @@ class RobotsCache:
     async def allowed(self, url: str) -> tuple[bool, float | None]:
         """`(may_fetch, crawl_delay_seconds)` for `url`."""
         rules = await self.rules_for(url)
-        return rules.allows(url, self._user_agent), rules.crawl_delay
+        if rules.size > INLINE_MATCH_CHARS:
+            allowed = await asyncio.to_thread(rules.allows, url, self._user_agent)
+        else:
+            allowed = rules.allows(url, self._user_agent)
+        return allowed, rules.crawl_delay
+
+    @property
+    def cached_chars(self) -> int:
+        """What the cached rules count for (`MAX_CACHED_RULE_CHARS` at most)."""
+        return int(self._rules.currsize)
+
+    def __len__(self) -> int:
+        """Origins whose rules are cached."""
+        return len(self._rules)
 
     async def _load(self, url: str) -> RobotsRules:
         self.fetch_count += 1

@@ -7,6 +7,12 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 
+from rag_app.crawl.keyed_locks import KeyedLocks
+from rag_app.limits import MAX_CRAWL_DELAY_SEC
+
+SWEEP_MIN_HOSTS = 256
+"""Hosts known before the first sweep for old ones."""
+
 
 class DomainThrottle:
     """Space request starts to the same host by at least `delay` seconds.
@@ -20,6 +26,10 @@ class DomainThrottle:
     sites get their slots at the same moment): the request then gives its slot back and
     waits for a turn again. Requests to one host queue on a lock for their turns; other
     hosts are not held up.
+
+    A host's times are forgotten once they are `forget_after` old (no delay is longer, so
+    its next request would not wait anyway): a long-lived crawler keeps state only for
+    the hosts of the last hour, not for every host it ever met.
     """
 
     def __init__(
@@ -27,17 +37,25 @@ class DomainThrottle:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        forget_after: float = MAX_CRAWL_DELAY_SEC,
     ) -> None:
         self._clock = clock
         self._sleep = sleep
+        self._forget_after = forget_after
         self._last_turn: dict[str, float] = {}
         self._last_start: dict[str, float] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks = KeyedLocks()
+        self._sweep_at = SWEEP_MIN_HOSTS
+
+    def __len__(self) -> int:
+        """Hosts with times remembered."""
+        return len(self._last_turn.keys() | self._last_start.keys())
 
     async def wait_turn(self, host: str, delay: float) -> None:
         """Before taking a connection slot: wait until `host`'s next turn, and take it."""
-        lock = self._locks.setdefault(host, asyncio.Lock())
-        async with lock:
+        if delay > self._forget_after:
+            raise ValueError(f"A delay of {delay} s is longer than this throttle remembers.")
+        async with self._locks.hold(host):
             while delay > 0:  # a start recorded while this sleeps moves the turn on
                 last = max(
                     self._last_turn.get(host, -math.inf), self._last_start.get(host, -math.inf)
@@ -56,4 +74,17 @@ class DomainThrottle:
         if delay > 0 and last is not None and last + delay - now > 0:  # as `wait_turn` reckons
             return False
         self._last_start[host] = now
+        if len(self._last_start) >= self._sweep_at:
+            self._sweep(now)
         return True
+
+    def _sweep(self, now: float) -> None:
+        """Forget the hosts whose last turn and start are `forget_after` old and that no
+        request is waiting for; the next sweep comes when twice as many hosts are known."""
+        old = now - self._forget_after
+        for host in self._last_turn.keys() | self._last_start.keys():
+            last = max(self._last_turn.get(host, -math.inf), self._last_start.get(host, -math.inf))
+            if last <= old and not self._locks.in_use(host):
+                self._last_turn.pop(host, None)
+                self._last_start.pop(host, None)
+        self._sweep_at = max(SWEEP_MIN_HOSTS, 2 * len(self))
