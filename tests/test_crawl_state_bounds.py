@@ -162,3 +162,30 @@ async def test_big_rules_are_matched_without_stopping_the_event_loop() -> None:
     done.set()
     await tick
     assert max(gaps) < spent / 4
+
+
+async def test_a_long_user_agent_does_not_blow_up_a_hostile_robots_txt() -> None:
+    """500 KiB of other agents' `User-agent` lines, read for a 38-character product
+    token: the renamed lines used to grow as long as the token (14 MB of rules, more than
+    the whole cache: every page failed and fetched robots.txt again). They stay short,
+    and the rules are cached after one fetch."""
+    agent = "ExampleCorporationDocumentationCrawler/1.0"
+    body = "useragent:a\n" * (robots.PARSE_LIMIT_BYTES // 12)
+    fetched: list[str] = []
+
+    async def fetch(url: str) -> RobotsResponse:
+        fetched.append(url)
+        return RobotsResponse(200, body)
+
+    cache = RobotsCache(fetch, agent, ttl=3600)
+    for _ in range(3):
+        assert await cache.allowed("http://evil.test/page") == (True, None)
+    assert fetched == ["http://evil.test/robots.txt"]
+    assert cache.cached_chars <= 1.5 * robots.PARSE_LIMIT_BYTES
+
+
+def test_the_renamed_agent_is_short_and_never_in_the_token() -> None:
+    assert robots._absent_name("ragknowledgebot") == "c"
+    alphabet = "abcdefghijklmnopqrstuvwxyz"
+    name = robots._absent_name(alphabet)
+    assert len(name) == 2 and name not in alphabet

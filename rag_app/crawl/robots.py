@@ -9,7 +9,9 @@ means "no robots.txt" and allows everything.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import string
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -92,6 +94,17 @@ def _user_agent_value(line: str) -> str | None:
     return value.strip().lower() or None
 
 
+def _absent_name(token: str) -> str:
+    """The shortest lower-case name not found in `token`, so it never matches it. Short,
+    so renamed lines do not grow the text (a long user agent made every renamed line as
+    long as it)."""
+    for size in range(1, len(token) + 2):
+        for letters in itertools.product(string.ascii_lowercase, repeat=size):
+            if (name := "".join(letters)) not in token:
+                return name
+    raise AssertionError("unreachable: a name longer than the token is not in it")
+
+
 def _keep_only_our_group(text: str, token: str) -> str:
     """Rename every `User-agent` line protego would not pick for `token` to one dummy name.
 
@@ -119,7 +132,7 @@ def _keep_only_our_group(text: str, token: str) -> str:
     winner = next(
         (name for n, name in enumerate(names) if not skeleton.can_fetch(f"/{n}/", token)), None
     )
-    dummy = "x" * (len(token) + 1)  # longer than `token`, so never found in it
+    dummy = _absent_name(token)
     for i, name in agents.items():
         lines[i] = f"User-agent: {name if name == winner else dummy}"
     return "\n".join(lines)
@@ -198,13 +211,14 @@ def robots_url(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/robots.txt"
 
 
-MAX_CACHED_RULE_CHARS = 2_000_000
+MAX_CACHED_RULE_CHARS = 1_000_000
 """Characters of parsed rules the cache keeps, all origins together (least recently used
-go first). Parsed rules take ~50 bytes a character (a 500 KiB file of wildcard rules:
-26 MB), so this bounds the cache near 100 MB however many sites a long-lived crawler
-meets; an origin dropped while fresh only has its robots.txt fetched again."""
+go first). Parsed rules take 50–100 bytes a character (a 500 KiB file of wildcard rules:
+26 MB; short `$` rules, stored twice: ~100 bytes), so this bounds the cache near 100 MB
+however many sites a long-lived crawler meets; an origin dropped while fresh only has its
+robots.txt fetched again."""
 ENTRY_CHARS = 1000
-"""What one cached origin counts for besides its rules (at most 2,000 origins)."""
+"""What one cached origin counts for besides its rules (at most 1,000 origins)."""
 MAX_REMEMBERED_FAILURES = 2000
 """Origins whose failed fetches in a row are counted (least recently failed forgotten)."""
 INLINE_MATCH_CHARS = 20_000
@@ -213,7 +227,9 @@ which the event loop (and every search in the store's owner) would otherwise wai
 
 
 def _cost(rules: RobotsRules) -> int:
-    return rules.size + ENTRY_CHARS
+    """Never more than the whole cache: a bigger entry would be refused (every page of
+    its site would fetch robots.txt again); it displaces all others instead."""
+    return min(rules.size + ENTRY_CHARS, MAX_CACHED_RULE_CHARS)
 
 
 class RobotsCache:

@@ -28,7 +28,7 @@ from rag_app.errors import EmbeddingMismatchError, StoreUnavailableError
 from rag_app.index import stored_text
 from rag_app.index.chunk_orders import ChunkOrder, ChunkOrders
 from rag_app.index.exact_vectors import ExactVectors, VectorMatches
-from rag_app.index.search_gate import SEARCHES, WriteWaits
+from rag_app.index.search_gate import SEARCHES, SearchGate, WriteWaits
 from rag_app.index.stored_rows import Row, StoredRows
 from rag_app.parsing.metadata_modes import follows_modes, set_metadata_modes
 
@@ -135,6 +135,11 @@ class SourceRecord:
         return cls(**known, extra=json.loads(raw_extra or "{}"))
 
 
+def _embedded(client: ClientAPI) -> bool:
+    """Chroma runs in this process (its calls hold the GIL), not behind HTTP."""
+    return "fastapi" not in str(client.get_settings().chroma_api_impl).lower()
+
+
 def make_client(settings: RAGSettings) -> ClientAPI:
     """A Chroma client: HTTP when `CHROMA_HOST` is set, else embedded on disk."""
     try:
@@ -191,6 +196,9 @@ class ChromaStore:
         when there is no exact-search copy to tell (see `_held`). Without it and the copy,
         no rows are held."""
         self.orders = ChunkOrders()  # sources' chunk orders, from their records
+        self.gate: SearchGate | None = SEARCHES if _embedded(client) else None
+        """Searches this process's writes wait for (`search_gate`): only an embedded
+        client holds the GIL through a call; an HTTP client's writes stop no search."""
         self.model_name = model_name
         self.dimension = dimension
         self.sources_collection: Collection = client.get_or_create_collection(
@@ -255,11 +263,18 @@ class ChromaStore:
         self.sources_collection.modify(metadata=meta)
 
     # --- chunks -----------------------------------------------------------
+    def write_waits(self) -> WriteWaits:
+        """The waits for running searches of one write (all its slices; `search_gate`)."""
+        return WriteWaits(self.gate)
+
     def count(self) -> int:
         return self.collection.count()
 
     def upsert_nodes(
-        self, nodes: Sequence[BaseNode], stored: AbstractSet[str] = frozenset()
+        self,
+        nodes: Sequence[BaseNode],
+        stored: AbstractSet[str] = frozenset(),
+        waits: WriteWaits | None = None,
     ) -> None:
         """Write nodes that carry embeddings (insert or replace by id). Those of `stored`
         ids (already in Chroma) only get their metadata updated: an id is made from the
@@ -267,7 +282,7 @@ class ChromaStore:
         live vector is what Chroma's HNSW has lost records after (chroma-core/chroma#7758:
         live records unreachable by `query()` after deletes and upserts)."""
         kept = [n for n in nodes if n.node_id in stored]
-        waits = WriteWaits(SEARCHES)
+        waits = waits or self.write_waits()
         for start in range(0, len(kept), WRITE_SLICE):
             batch = kept[start : start + WRITE_SLICE]
             ids = [n.node_id for n in batch]
@@ -301,8 +316,8 @@ class ChromaStore:
         if self.rows is not None and self.exact is None and nodes:  # else the copy's size
             self._drop_rows_if_too_big(self.count())  # is the store's
 
-    def delete_ids(self, ids: Sequence[str]) -> None:
-        waits = WriteWaits(SEARCHES)
+    def delete_ids(self, ids: Sequence[str], waits: WriteWaits | None = None) -> None:
+        waits = waits or self.write_waits()
         for start in range(0, len(ids), WRITE_SLICE):
             part = list(ids[start : start + WRITE_SLICE])
             waits.before_slice()

@@ -45,6 +45,7 @@ from rag_app.index.chroma_store import (
     SourceRecord,
 )
 from rag_app.index.exact_vectors import VectorMatches
+from rag_app.index.search_gate import SEARCHES
 from rag_app.parsing.content_type import is_numeric_token
 from rag_app.parsing.metadata_modes import context_text
 from rag_app.results import CheckReport
@@ -368,11 +369,12 @@ class KnowledgeStore:
             begin = self.log.append([source], "begin")
             stored = set(self.chroma.ids_for_source(source))
             before = stored | set(self.chunk_ids(source))
+            waits = self.chroma.write_waits()  # one budget for the whole write
             if nodes:
-                self.chroma.upsert_nodes(nodes, stored)
+                self.chroma.upsert_nodes(nodes, stored, waits)
             stale = sorted(before - {n.node_id for n in nodes})
             if stale:
-                self.chroma.delete_ids(stale)
+                self.chroma.delete_ids(stale, waits)
             self.bm25.replace_source(
                 source, [bm25_doc(n) for n in nodes], cursor=self._claim(begin), tokens=tokens
             )
@@ -432,13 +434,18 @@ class KnowledgeStore:
             own = self.log.origin
             sources = list(dict.fromkeys(e.source for e in entries if e.origin != own))
             switched = any(e.op == "switch" and e.origin != own for e in entries)
-            with self._write_lock:
+            if not self._write_lock.acquire(blocking=False):
+                with SEARCHES.stepping_aside():  # a writer may be waiting for this search
+                    self._write_lock.acquire()
+            try:
                 if switched:
                     self.reopen_chunks()
                 for source in sources:
                     self.sync_source(source)
                 self._cursor.advance(entries)
                 self.bm25.set_cursor(self._cursor.to_state())
+            finally:
+                self._write_lock.release()
             if sources:
                 logger.info("Caught up with %d changed sources from other writers.", len(sources))
             return len(sources)
