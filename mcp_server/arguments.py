@@ -10,7 +10,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rag_app.limits import MAX_PATTERN_CHARS, MAX_QUERY_CHARS, MAX_SOURCE_CHARS, MAX_URL_CHARS
+from rag_app.limits import (
+    MAX_JOB_ID_CHARS,
+    MAX_PATTERN_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_SOURCE_CHARS,
+    MAX_URL_CHARS,
+)
 
 MAX_STRING_CHARS: dict[str, int] = {
     "query": MAX_QUERY_CHARS,
@@ -18,6 +24,7 @@ MAX_STRING_CHARS: dict[str, int] = {
     "pattern": MAX_PATTERN_CHARS,
     "exclude": MAX_PATTERN_CHARS,
     "source": MAX_SOURCE_CHARS,
+    "cancel": MAX_JOB_ID_CHARS,
 }
 DEFAULT_MAX_STRING = MAX_SOURCE_CHARS
 

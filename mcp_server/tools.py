@@ -298,8 +298,10 @@ async def rag_crawl(
 
 async def rag_refresh(ctx: Ctx, wait: Wait = False) -> Annotated[CallToolResult, RefreshOutput]:
     """Re-check every stored web page with conditional requests: re-ingest the pages that
-    changed, remove those that are gone (404/410), leave the rest untouched (an unchanged
-    page costs no embedding). Runs as a background job unless wait=true."""
+    changed, remove those that are gone (404/410, or now noindex; never every page of a
+    site at once: a site that answers 404 to everything keeps its pages and they are
+    reported), leave the rest untouched (an unchanged page costs no embedding). Runs as a
+    background job unless wait=true."""
     try:
         app = _app(ctx)
         kb = await app.knowledge_base()

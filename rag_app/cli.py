@@ -216,7 +216,9 @@ def _job_line(job: dict[str, Any]) -> str:
 
 
 async def _cmd_jobs(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    if args.cancel:
+    if args.cancel is not None:
+        if not args.cancel.strip():
+            raise RAGError("--cancel needs a job id; list the jobs with `rag jobs`.")
         job = await kb.cancel_job(args.cancel)
         print(f"{job['id']}: {job['state']}")
         return 0 if job["state"] != "running" else 1
@@ -398,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("jobs", help="list crawl and refresh jobs, wait for one, or cancel one")
-    p.add_argument("--cancel", metavar="ID", default="", help="stop this job (keeps its pages)")
+    p.add_argument("--cancel", metavar="ID", help="stop this job (keeps its pages)")
     p.add_argument("--wait", metavar="ID", default="", help="wait for this job to end")
     p.add_argument("--json", action="store_true")
 

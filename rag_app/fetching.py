@@ -39,6 +39,10 @@ class Fetched:
     """`web` or `file`."""
     metadata: dict[str, Any] = field(default_factory=dict)
     record_fields: dict[str, Any] = field(default_factory=dict)
+    robots: frozenset[str] = frozenset()
+    """A web page's `<meta name="robots">` directives (`noindex`: it asks not to be kept)."""
+    final_url: str = ""
+    """Where a web page's redirects ended (empty when it was not redirected)."""
 
 
 @dataclass(frozen=True)
@@ -61,23 +65,33 @@ class Gone:
 FetchOutcome = Fetched | NotModified | Gone
 
 
-def from_page(page: CrawledPage) -> Fetched:
-    """A crawled page as fetched content."""
+def from_page(page: CrawledPage, source: str = "") -> Fetched:
+    """A crawled page as fetched content (stored as `source`, else as its own URL)."""
+    stored_as = source or page.url
     return Fetched(
-        source=page.url,
+        source=stored_as,
         title=page.title,
         text=page.text,
         kind="web",
         metadata={"crawled_at": page.crawled_at},
-        record_fields={"etag": page.etag or "", "last_modified": page.last_modified or ""},
+        record_fields={
+            "etag": page.etag or "",
+            "last_modified": page.last_modified or "",
+            "fetched_from": page.fetched_from or (page.url if page.url != stored_as else ""),
+        },
+        robots=page.robots,
+        final_url=page.final_url,
     )
 
 
 async def fetch_web(crawler: WebCrawler, url: str, old: SourceRecord | None) -> FetchOutcome:
-    """Fetch a web page, conditionally when a copy is stored."""
+    """Fetch a web page, conditionally when a copy is stored: from where the copy was
+    fetched (`SourceRecord.fetched_from`: a page stored under its canonical URL is asked
+    for where it was found), the outcome being the stored source's."""
+    where = (old.fetched_from or url) if old else url
     try:
         outcome = await crawler.crawl_page(
-            url,
+            where,
             etag=(old.etag or None) if old else None,
             last_modified=(old.last_modified or None) if old else None,
         )
@@ -87,7 +101,7 @@ async def fetch_web(crawler: WebCrawler, url: str, old: SourceRecord | None) -> 
         raise
     if isinstance(outcome, PageNotModified):
         return NotModified(url)
-    return from_page(outcome)
+    return from_page(outcome, url)
 
 
 def file_path(source: str) -> Path:

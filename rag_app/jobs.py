@@ -21,6 +21,7 @@ from typing import Any
 
 from rag_app.errors import RAGError
 from rag_app.job_journal import JobJournal
+from rag_app.limits import MAX_JOB_ID_CHARS, shorten
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +178,8 @@ class JobRegistry:
         job = self._jobs.get(job_id.strip())
         if job is None:
             raise UnknownJobError(
-                f"There is no job {job_id!r}; list the jobs with `rag jobs` (or rag_jobs)."
+                f"There is no job {shorten(job_id, MAX_JOB_ID_CHARS)!r}; list the jobs with "
+                "`rag jobs` (or rag_jobs)."
             )
         return job
 

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from cachetools import LRUCache
 from llama_index.core import Document
@@ -129,6 +130,22 @@ def _file_error(err: Exception) -> str:
     if isinstance(err, RecursionError):
         return "its structure is nested too deeply to parse."
     return f"it could not be read ({type(err).__name__}: {err})."
+
+
+SITE_GONE_MIN = 3
+"""A refresh removes no page of a site where at least this many stored pages are gone
+and none answered (see `KnowledgeBase._remove_gone`)."""
+
+
+def _site(url: str) -> str:
+    """The site of a URL: its host (`http` and `https` of one host are one site)."""
+    return (urlsplit(url).hostname or "").lower()
+
+
+def _deleted_meanwhile(source: str) -> UnknownSourceError:
+    return UnknownSourceError(
+        f"{shorten(source, 200)} was deleted while it was being refreshed; it was not stored again."
+    )
 
 
 def _report(
@@ -444,6 +461,7 @@ class KnowledgeBase:
         metadata: dict[str, Any] | None = None,
         record_fields: dict[str, Any] | None = None,
         on_commit: Callable[[IngestResult], object] | None = None,
+        only_if_stored: bool = False,
     ) -> IngestResult:
         """Ingest one source's text, replacing what was stored for it.
 
@@ -455,12 +473,14 @@ class KnowledgeBase:
         title = shorten(title, MAX_TITLE_CHARS)
         digest = content_hash(title, text, self.settings.rag_embed_context)
         old = await asyncio.to_thread(self.store.get_source, source)
+        if only_if_stored and old is None:
+            raise _deleted_meanwhile(source)
         if old is not None and old.content_hash == digest:
             same = IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
             if record_fields:
                 for key, value in record_fields.items():
                     setattr(old, key, value)
-                await self._locked(self.store.put_source, old, then=_report(on_commit, same))
+                await self._locked(self._put_if_stored, old, then=_report(on_commit, same))
             elif on_commit is not None:
                 on_commit(same)
             return same
@@ -505,10 +525,19 @@ class KnowledgeBase:
                 source=source, chunks=len(nodes), embedded=embedder.embedded, removed=removed
             )
 
-        removed = await self._locked(
-            self.store.replace_source, source, nodes, record, tokens, then=committed
-        )
+        def write() -> int:
+            if only_if_stored and self.store.get_source(source) is None:
+                raise _deleted_meanwhile(source)  # checked in the write's turn: no race
+            return self.store.replace_source(source, nodes, record, tokens)
+
+        removed = await self._locked(write, then=committed)
         return result(removed)
+
+    def _put_if_stored(self, record: SourceRecord) -> None:
+        """Update a stored record (new ETag, title) unless its source was deleted since
+        it was read: writing it back would bring back a record without chunks."""
+        if self.store.get_source(record.source) is not None:
+            self.store.put_source(record)
 
     async def _chunk(self, doc: Document) -> list[BaseNode]:
         """Parse and chunk one document in a worker thread, within RAG_PARSE_TIMEOUT_SEC.
@@ -560,6 +589,8 @@ class KnowledgeBase:
         outcome: Fetched | NotModified,
         old: SourceRecord | None,
         on_commit: Callable[[IngestResult], object] | None = None,
+        *,
+        only_if_stored: bool = False,
     ) -> IngestResult:
         """Store what a fetch yielded (see `rag_app.fetching`): new content is ingested
         (only changed chunks embedded), a not-modified source is kept as it is."""
@@ -579,6 +610,7 @@ class KnowledgeBase:
             metadata=outcome.metadata,
             record_fields=outcome.record_fields,
             on_commit=on_commit,
+            only_if_stored=only_if_stored,
         )
 
     @_storage_guard
@@ -795,7 +827,9 @@ class KnowledgeBase:
         self, progress: Progress | None = None, *, summary: RefreshSummary | None = None
     ) -> RefreshSummary:
         """Re-check every stored web page with a conditional request: re-ingest what
-        changed, remove what is gone (404/410), leave the rest (no embedding)."""
+        changed, remove what is gone (404/410, or now `noindex`), leave the rest (no
+        embedding). Removals wait until every page is checked: a site none of whose
+        pages answers (an outage, an expired domain) keeps its pages (`_remove_gone`)."""
         await self.open()
         summary = summary if summary is not None else RefreshSummary()
         records = [r for r in await asyncio.to_thread(self.store.list_sources) if r.kind == "web"]
@@ -806,17 +840,20 @@ class KnowledgeBase:
             queue.put_nowait(record)
         if progress:
             progress(0, total)
+        gone: dict[str, str] = {}  # url → why; removed once every page is checked
+        answered: set[str] = set()  # sites with a page that is still there
 
         async def worker() -> None:
             while not queue.empty():
                 record = queue.get_nowait()
-                await self._refresh_one(crawler, record, summary)
+                await self._refresh_one(crawler, record, summary, gone, answered)
                 summary.checked += 1
                 if progress:
                     progress(summary.checked, total)
 
         workers = min(self.settings.rag_crawl_concurrency, max(total, 1))
         await asyncio.gather(*(worker() for _ in range(workers)))
+        await self._remove_gone(gone, answered, summary)
         summary.error_details.sort(key=lambda d: d["url"])
         logger.info(
             "Refresh: %d checked, %d unchanged, %d updated, %d removed, %d errors",
@@ -829,18 +866,30 @@ class KnowledgeBase:
         return summary
 
     async def _refresh_one(
-        self, crawler: WebCrawler, record: SourceRecord, summary: RefreshSummary
+        self,
+        crawler: WebCrawler,
+        record: SourceRecord,
+        summary: RefreshSummary,
+        gone: dict[str, str],
+        answered: set[str],
     ) -> None:
         url = record.source
         try:
             outcome = await fetch_web(crawler, url, record)
             if isinstance(outcome, Gone):
-                with contextlib.suppress(UnknownSourceError):
-                    await self.delete_source(url)
-                summary.removed += 1
-                summary.removed_urls.append(url)
+                gone[url] = outcome.reason
                 return
-            result = await self._apply(outcome, record)
+            answered.add(_site(url))
+            if isinstance(outcome, Fetched):
+                if "noindex" in outcome.robots:
+                    gone[url] = "The page now asks not to be indexed (noindex)."
+                    return
+                if outcome.final_url and _site(outcome.final_url) != _site(url):
+                    raise CrawlError(
+                        f"{shorten(url, 200)} now redirects to another site "
+                        f"({shorten(outcome.final_url, 200)}); the stored copy was kept."
+                    )
+            result = await self._apply(outcome, record, only_if_stored=True)
         except RAGError as err:
             summary.errors += 1
             summary.error_details.append({"url": url, "reason": str(err)})
@@ -858,6 +907,35 @@ class KnowledgeBase:
             summary.updated += 1
             summary.chunks_stored += result.chunks
             summary.embedded += result.embedded
+
+    async def _remove_gone(
+        self, gone: dict[str, str], answered: set[str], summary: RefreshSummary
+    ) -> None:
+        """Remove the pages a refresh found gone, except on sites where at least
+        `SITE_GONE_MIN` pages were gone and none answered: a site answering 404 to
+        everything is more likely down or moved than emptied, and one refresh must not
+        wipe it (its pages are reported; `rag delete` removes them)."""
+        by_site: dict[str, list[str]] = {}
+        for url in gone:
+            by_site.setdefault(_site(url), []).append(url)
+        for site, urls in sorted(by_site.items()):
+            if site not in answered and len(urls) >= SITE_GONE_MIN:
+                for url in sorted(urls):
+                    summary.errors += 1
+                    summary.error_details.append(
+                        {
+                            "url": url,
+                            "reason": f"{gone[url]} Every stored page of {site} is gone "
+                            "at once, so none was removed (a site down or moved?); "
+                            "`rag delete` them if the site is really gone.",
+                        }
+                    )
+                continue
+            for url in sorted(urls):
+                with contextlib.suppress(UnknownSourceError):
+                    await self.delete_source(url)
+                summary.removed += 1
+                summary.removed_urls.append(url)
 
     @_storage_guard
     async def index_dir(

@@ -10,6 +10,7 @@ MAX_PATTERN_CHARS = 500  # a crawl URL pattern (regular expression)
 MAX_CRAWL_PAGES = 10_000  # pages one crawl may fetch (max_pages, RAG_MAX_CRAWL_PAGES)
 MAX_CRAWL_DELAY_SEC = 3600.0  # RAG_CRAWL_DELAY_SEC; Crawl-delay stops far below it
 MAX_SOURCE_CHARS = 4096  # a source URL or file path to delete
+MAX_JOB_ID_CHARS = 64  # a job id (ours are 8 hex digits)
 TOKENIZER_PIECE_CHARS = 20_000  # MeCab is fed text in pieces no longer than this
 MAX_TITLE_CHARS = 200  # a page title, as prefixed to every chunk of the page
 MAX_HEADING_CHARS = 200  # one heading

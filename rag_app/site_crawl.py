@@ -386,7 +386,9 @@ class SiteCrawl:
                     return None
                 self._seen.add(key)
                 self._taken.setdefault(own, []).append(key)
-                page = dataclasses.replace(page, url=self._spelling.get(key, canonical))
+                page = dataclasses.replace(
+                    page, url=self._spelling.get(key, canonical), fetched_from=page.url
+                )
         digest = self._digest(page)
         owner = self._hashes.setdefault(digest, page.url)
         if page_key(owner) != page_key(page.url):

@@ -77,6 +77,11 @@ def test_rag_crawl_refresh_and_jobs_from_the_command_line(tmp_path: Path, site: 
         assert bad.returncode == 2 and "原因: max_depth" in bad.stderr, bad.stderr
         unknown = rag(env, "jobs", "--cancel", "feedbeef")
         assert unknown.returncode == 1 and "There is no job" in unknown.stderr
+        hostile = rag(env, "jobs", "--cancel", "x" * 100_000)
+        assert hostile.returncode == 1 and "There is no job" in hostile.stderr
+        assert len(hostile.stderr) < 1000, len(hostile.stderr)  # the id is not echoed whole
+        empty = rag(env, "jobs", "--cancel", "")
+        assert empty.returncode != 0 and "--cancel needs a job id" in empty.stderr
     finally:
         rag(env, "service", "stop")
 

@@ -39,6 +39,9 @@ class CrawledPage:
     """`<link rel="canonical">`, when the page names one."""
     robots: frozenset[str] = frozenset()
     """`<meta name="robots">` directives (`noindex`, `nofollow`, ...)."""
+    fetched_from: str = ""
+    """Where the page was fetched, when it is stored under another URL (its canonical
+    one): a refresh asks this URL again, since the canonical one may not answer."""
 
 
 @dataclass(frozen=True)

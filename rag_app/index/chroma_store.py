@@ -117,6 +117,9 @@ class SourceRecord:
     chunk_ids: str = ""
     """The source's chunk ids in `chunk_index` order, space-separated (empty for records
     written by older versions): a hit's neighbours are then fetched by id."""
+    fetched_from: str = ""
+    """The URL a web page was fetched from when it is stored under another one (its
+    canonical URL); empty otherwise."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def ordered_chunk_ids(self) -> list[str]:
