@@ -4,6 +4,7 @@ every page in scope is stored once, and a damaged checkpoint means a fresh start
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -246,3 +247,28 @@ def test_a_checkpoint_never_takes_a_crawl_out_of_its_scope() -> None:
     assert checkpoint is not None
     crawl._restore(checkpoint)
     assert [url for url, _ in crawl._pending.values()] == ["http://h/docs/a.html"]
+
+
+def test_a_costly_checkpoint_is_taken_less_often() -> None:
+    """A checkpoint runs on the owner's event loop: one that takes 20 ms is not taken
+    again for 2 s (1 % of the loop), a cheap one every second."""
+    saved: list[float] = []
+
+    def slow(_state: dict[str, Any]) -> None:
+        saved.append(time.monotonic())
+        time.sleep(0.02)
+
+    crawl = offline_crawl()
+    crawl._checkpoint = slow
+    crawl._save()
+    assert len(saved) == 1 and crawl._save_every >= 2.0
+    crawl._saved_at -= 1.5  # 1.5 s later: a 1 s interval would save again
+    crawl._save()
+    assert len(saved) == 1
+    crawl._saved_at -= 1.0
+    crawl._save()
+    assert len(saved) == 2
+    crawl._checkpoint = saved.append  # cheap again: back to every second
+    crawl._saved_at -= 2.5
+    crawl._save()
+    assert crawl._save_every == 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from pathlib import Path
@@ -97,3 +98,25 @@ def test_a_slow_disk_does_not_hold_up_the_caller_and_the_latest_state_lands(
     release.set()
     assert journal.flush(timeout=10)
     assert JobJournal(tmp_path).pending() == {"cafe0004": {"kind": "refresh"}}
+
+
+def test_the_file_holds_exactly_the_entries_after_updates_and_removals(tmp_path: Path) -> None:
+    """Each entry is encoded when it changes and the file joins them: updates, removals
+    and the bound on entries all land as they would from one encoding of everything."""
+    journal = JobJournal(tmp_path)
+    for i in range(5):
+        journal.record(f"job{i}", {"kind": "crawl", "checkpoint": {"done": i}})
+    journal.record("job1", {"kind": "crawl", "checkpoint": {"done": 99, "note": "日本語"}})
+    journal.remove("job3")
+    journal.remove("never-there")
+    assert journal.flush()
+    on_disk = json.loads(journal.path.read_text(encoding="utf-8"))
+    assert on_disk == journal.pending()
+    assert list(on_disk) == ["job0", "job1", "job2", "job4"]
+    assert on_disk["job1"]["checkpoint"]["note"] == "日本語"
+    reopened = JobJournal(tmp_path)
+    reopened.record("job9", {"kind": "refresh"})
+    assert reopened.flush()
+    assert list(json.loads(reopened.path.read_text(encoding="utf-8"))) == [
+        "job0", "job1", "job2", "job4", "job9",
+    ]  # fmt: skip
