@@ -722,8 +722,13 @@ class KnowledgeBase:
     async def start_refresh(
         self, *, job_id: str | None = None, attempt: int = 1, crashes: int = 0
     ) -> dict[str, Any]:
-        """Start a refresh job (see `refresh`) and return it at once."""
+        """Start a refresh job (see `refresh`) and return it at once; while one runs, that
+        one is returned (two at once would fetch every page twice and count it twice)."""
         await self.open()
+        if job_id is None:
+            for job in self._jobs.list():
+                if job.running and job.kind == "refresh":
+                    return job.to_dict()
 
         async def work(progress: Progress, job: Job) -> dict[str, Any]:
             job.live = summary = RefreshSummary()
@@ -932,8 +937,10 @@ class KnowledgeBase:
                     )
                 continue
             for url in sorted(urls):
-                with contextlib.suppress(UnknownSourceError):
+                try:
                     await self.delete_source(url)
+                except UnknownSourceError:
+                    continue  # deleted meanwhile (by the user, another refresh): not ours
                 summary.removed += 1
                 summary.removed_urls.append(url)
 

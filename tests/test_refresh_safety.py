@@ -165,3 +165,25 @@ async def test_a_page_deleted_while_the_refresh_runs_stays_deleted(
             assert any("deleted while it was being refreshed" in r for r in reasons), done
     finally:
         await kb.aclose()
+
+
+async def test_a_second_refresh_while_one_runs_is_the_same_job(kb: KnowledgeBase) -> None:
+    site = Site(pages=docs(2))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        go = asyncio.Event()
+
+        async def held(_r: web.Request) -> web.Response:
+            await go.wait()
+            return web.Response(status=404)
+
+        site.everything = held
+        first = await kb.start_refresh()
+        second = await kb.start_refresh()
+        assert second["id"] == first["id"]
+        go.set()
+        done = await kb.wait_job(first["id"])
+        assert done["state"] == "done"
+        third = await kb.start_refresh()
+        assert third["id"] != first["id"]
+        await kb.wait_job(third["id"])
