@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from rag_app.background import in_ingest_lane
 from rag_app.crawl.crawler import WebCrawler
+from rag_app.crawl.exceptions import RedirectNotFollowedError
 from rag_app.crawl.pages import CrawledPage
 from rag_app.crawl.pages import NotModified as PageNotModified
 from rag_app.documents import DocumentLimits
@@ -84,11 +85,35 @@ def from_page(page: CrawledPage, source: str = "") -> Fetched:
     )
 
 
-async def fetch_web(crawler: WebCrawler, url: str, old: SourceRecord | None) -> FetchOutcome:
-    """Fetch a web page, conditionally when a copy is stored: from where the copy was
-    fetched (`SourceRecord.fetched_from`: a page stored under its canonical URL is asked
-    for where it was found), the outcome being the stored source's."""
-    where = (old.fetched_from or url) if old else url
+async def fetch_web(
+    crawler: WebCrawler, url: str, old: SourceRecord | None, *, or_where_found: bool = False
+) -> FetchOutcome:
+    """Fetch a web page, conditionally when a copy is stored. With `or_where_found` (a
+    refresh), a page stored under its canonical URL that no longer answers there (gone,
+    or a redirect not followed) is asked for where the crawl found it
+    (`SourceRecord.fetched_from`), the outcome being the stored source's."""
+    try:
+        return await _fetch_web(crawler, url, url, old)
+    except RedirectNotFollowedError:
+        if not (or_where_found and old is not None and old.fetched_from not in ("", url)):
+            raise
+        return await _fetch_web(crawler, old.fetched_from, url, old)
+    except _GoneError as gone:
+        if or_where_found and old is not None and old.fetched_from not in ("", url):
+            return await _fetch_web(crawler, old.fetched_from, url, old, gone.outcome)
+        return gone.outcome
+
+
+class _GoneError(Exception):
+    def __init__(self, outcome: Gone) -> None:
+        self.outcome = outcome
+
+
+async def _fetch_web(
+    crawler: WebCrawler, where: str, source: str, old: SourceRecord | None, gone: Gone | None = None
+) -> FetchOutcome:
+    """Fetch `where` for the stored `source`; 404/410 raises `_GoneError` on the first
+    try (`gone` None) and is the first try's `Gone` on a second."""
     try:
         outcome = await crawler.crawl_page(
             where,
@@ -97,11 +122,13 @@ async def fetch_web(crawler: WebCrawler, url: str, old: SourceRecord | None) -> 
         )
     except CrawlError as err:
         if getattr(err, "status", None) in (404, 410):
-            return Gone(url, str(err), err)
+            if gone is not None:
+                return gone
+            raise _GoneError(Gone(source, str(err), err)) from None
         raise
     if isinstance(outcome, PageNotModified):
-        return NotModified(url)
-    return from_page(outcome, url)
+        return NotModified(source)
+    return from_page(outcome, source)
 
 
 def file_path(source: str) -> Path:

@@ -722,13 +722,8 @@ class KnowledgeBase:
     async def start_refresh(
         self, *, job_id: str | None = None, attempt: int = 1, crashes: int = 0
     ) -> dict[str, Any]:
-        """Start a refresh job (see `refresh`) and return it at once; while one runs, that
-        one is returned (two at once would fetch every page twice and count it twice)."""
+        """Start a refresh job (see `refresh`) and return it at once."""
         await self.open()
-        if job_id is None:
-            for job in self._jobs.list():
-                if job.running and job.kind == "refresh":
-                    return job.to_dict()
 
         async def work(progress: Progress, job: Job) -> dict[str, Any]:
             job.live = summary = RefreshSummary()
@@ -845,7 +840,7 @@ class KnowledgeBase:
             queue.put_nowait(record)
         if progress:
             progress(0, total)
-        gone: dict[str, str] = {}  # url → why; removed once every page is checked
+        gone: dict[str, tuple[str, SourceRecord]] = {}  # url → why, the record checked
         answered: set[str] = set()  # sites with a page that is still there
 
         async def worker() -> None:
@@ -858,7 +853,7 @@ class KnowledgeBase:
 
         workers = min(self.settings.rag_crawl_concurrency, max(total, 1))
         await asyncio.gather(*(worker() for _ in range(workers)))
-        await self._remove_gone(gone, answered, summary)
+        await self._remove_gone(crawler, gone, answered, summary)
         summary.error_details.sort(key=lambda d: d["url"])
         logger.info(
             "Refresh: %d checked, %d unchanged, %d updated, %d removed, %d errors",
@@ -875,25 +870,20 @@ class KnowledgeBase:
         crawler: WebCrawler,
         record: SourceRecord,
         summary: RefreshSummary,
-        gone: dict[str, str],
+        gone: dict[str, tuple[str, SourceRecord]],
         answered: set[str],
     ) -> None:
         url = record.source
         try:
-            outcome = await fetch_web(crawler, url, record)
+            outcome = await fetch_web(crawler, url, record, or_where_found=True)
             if isinstance(outcome, Gone):
-                gone[url] = outcome.reason
+                gone[url] = (outcome.reason, record)
+                return
+            if isinstance(outcome, Fetched) and "noindex" in outcome.robots:
+                reason = "The page now asks not to be indexed (noindex)."
+                gone[url] = (reason, record)  # a whole site turned noindex is kept too
                 return
             answered.add(_site(url))
-            if isinstance(outcome, Fetched):
-                if "noindex" in outcome.robots:
-                    gone[url] = "The page now asks not to be indexed (noindex)."
-                    return
-                if outcome.final_url and _site(outcome.final_url) != _site(url):
-                    raise CrawlError(
-                        f"{shorten(url, 200)} now redirects to another site "
-                        f"({shorten(outcome.final_url, 200)}); the stored copy was kept."
-                    )
             result = await self._apply(outcome, record, only_if_stored=True)
         except RAGError as err:
             summary.errors += 1
@@ -914,12 +904,17 @@ class KnowledgeBase:
             summary.embedded += result.embedded
 
     async def _remove_gone(
-        self, gone: dict[str, str], answered: set[str], summary: RefreshSummary
+        self,
+        crawler: WebCrawler,
+        gone: dict[str, tuple[str, SourceRecord]],
+        answered: set[str],
+        summary: RefreshSummary,
     ) -> None:
-        """Remove the pages a refresh found gone, except on sites where at least
-        `SITE_GONE_MIN` pages were gone and none answered: a site answering 404 to
-        everything is more likely down or moved than emptied, and one refresh must not
-        wipe it (its pages are reported; `rag delete` removes them)."""
+        """Remove the pages a refresh found gone (asked once more first), except on sites
+        where at least `SITE_GONE_MIN` pages were gone and none answered: a site answering
+        404 (or `noindex`) to everything is more likely down or misconfigured than
+        emptied, and one refresh must not wipe it (its pages are reported; `rag delete`
+        removes them)."""
         by_site: dict[str, list[str]] = {}
         for url in gone:
             by_site.setdefault(_site(url), []).append(url)
@@ -930,19 +925,44 @@ class KnowledgeBase:
                     summary.error_details.append(
                         {
                             "url": url,
-                            "reason": f"{gone[url]} Every stored page of {site} is gone "
+                            "reason": f"{gone[url][0]} Every stored page of {site} is gone "
                             "at once, so none was removed (a site down or moved?); "
                             "`rag delete` them if the site is really gone.",
                         }
                     )
                 continue
             for url in sorted(urls):
-                try:
-                    await self.delete_source(url)
-                except UnknownSourceError:
-                    continue  # deleted meanwhile (by the user, another refresh): not ours
+                if not await self._still_gone(crawler, gone[url][1]):
+                    continue  # back since it was checked (a deploy, a page added again)
+                removed = await self._locked(self._delete_if_unchanged, gone[url][1])
+                if removed is None:
+                    continue  # deleted, or stored again, since it was checked: not ours
+                logger.info("Deleted %s: %d chunks", url, removed)
                 summary.removed += 1
                 summary.removed_urls.append(url)
+
+    @staticmethod
+    async def _still_gone(crawler: WebCrawler, record: SourceRecord) -> bool:
+        """Asked once more before its removal: a page gone for a moment (a deploy, a
+        flapping server) or stored again meanwhile answers now and is kept."""
+        try:
+            outcome = await fetch_web(crawler, record.source, record, or_where_found=True)
+        except RAGError:
+            return False  # cannot tell: kept (the next refresh asks again)
+        return isinstance(outcome, Gone) or (
+            isinstance(outcome, Fetched) and "noindex" in outcome.robots
+        )
+
+    def _delete_if_unchanged(self, checked: SourceRecord) -> int | None:
+        """Delete a source in the write's turn if its record is still the one a refresh
+        found gone (a page added again meanwhile is kept); None when it was not deleted."""
+        now = self.store.get_source(checked.source)
+        if now is None or (now.content_hash, now.indexed_at) != (
+            checked.content_hash,
+            checked.indexed_at,
+        ):
+            return None
+        return self.store.delete_source(checked.source)
 
     @_storage_guard
     async def index_dir(

@@ -50,10 +50,10 @@ hour."""
 SCHEDULE_SLICE = 1000
 """Listed pages queued between two turns of the event loop."""
 CHECKPOINT_EVERY_SEC = 1.0
-CHECKPOINT_LOOP_SHARE = 100
-"""A checkpoint comes at least this many times its own cost apart (1 % of the loop)."""
 """How often a crawl publishes its checkpoint at most (a resume repeats at most the pages
 finished since: they cost a request each and, unchanged, no embedding)."""
+CHECKPOINT_LOOP_SHARE = 100
+"""A checkpoint comes at least this many times its own cost apart (1 % of the loop)."""
 
 Committed = Callable[[IngestResult], object]
 Ingest = Callable[[Fetched | NotModified, SourceRecord | None, Committed], Awaitable[IngestResult]]

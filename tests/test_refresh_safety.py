@@ -1,7 +1,8 @@
 """`rag refresh` removes what is really gone and nothing else: a page stored under a
-canonical URL is asked for where it was found, a site answering 404/410 to everything
-keeps its pages, a page now `noindex` is removed, a redirect to another site stores
-nothing, and a page deleted while the refresh runs stays deleted."""
+canonical URL that does not answer is asked for where it was found, a site answering
+404/410 (or `noindex`) to everything keeps its pages, a page now `noindex` is removed, a
+page deleted while the refresh runs stays deleted, and one that comes back before the end
+stays stored."""
 
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ async def test_a_page_stored_under_a_canonical_url_that_404s_is_kept_and_updated
     kb: KnowledgeBase, counting_embed: CountingEmbedding
 ) -> None:
     """p0.html names /docs/p0 as canonical, which the server does not serve: it is stored
-    under /docs/p0, and a refresh asks p0.html again (it used to ask /docs/p0, get 404
-    and remove a live page, which the next crawl embedded again, round after round)."""
+    under /docs/p0, and a refresh that gets 404 there asks p0.html, where it was found
+    (it used to remove a live page, which the next crawl embedded again, round after
+    round)."""
     site = Site(pages=docs(2, {0: '<link rel="canonical" href="/docs/p0">'}))
     async with running(site):
         await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
@@ -68,7 +70,8 @@ async def test_a_page_stored_under_a_canonical_url_that_404s_is_kept_and_updated
         result = await kb.refresh()
         assert (result.removed, result.errors) == (0, 0), result
         assert await stored(kb) == before
-        assert ("/docs/p0", 404) not in site.statuses
+        asked = site.statuses[site.statuses.index(("/docs/p0", 404)) + 1 :]
+        assert ("/docs/p0.html", 304) in asked  # where it was found, conditionally
         embedded = counting_embed.texts
         await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
         assert counting_embed.texts == embedded  # nothing to embed again
@@ -112,29 +115,6 @@ async def test_a_page_that_now_asks_not_to_be_indexed_is_removed(kb: KnowledgeBa
         assert not (await kb.retrieve("secret draft", mode="bm25")).hits
 
 
-async def test_a_page_redirected_to_another_site_stores_nothing(
-    crawl_settings: RAGSettings, counting_embed: CountingEmbedding
-) -> None:
-    site = Site(pages=docs(2))
-    other = Site(pages={"/evil.html": html("Evil", "Completely foreign content elsewhere.")})
-    follow = crawl_settings.model_copy(update={"rag_follow_redirects": True})
-    kb = KnowledgeBase(follow, embed_model=counting_embed)
-    await kb.open()
-    try:
-        async with running(site), running(other):
-            other.base = other.base.replace("127.0.0.1", "localhost")  # another host
-            await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
-            site.override["/docs/p0.html"] = lambda _r: web.Response(
-                status=301, headers={"Location": other.url("/evil.html")}
-            )
-            result = await kb.refresh()
-            assert result.errors == 1 and "another site" in result.error_details[0]["reason"]
-            assert not (await kb.retrieve("foreign content elsewhere", mode="bm25")).hits
-            assert site.url("/docs/p0.html") in await stored(kb)
-    finally:
-        await kb.aclose()
-
-
 async def test_a_page_deleted_while_the_refresh_runs_stays_deleted(
     crawl_settings: RAGSettings, counting_embed: CountingEmbedding
 ) -> None:
@@ -167,23 +147,87 @@ async def test_a_page_deleted_while_the_refresh_runs_stays_deleted(
         await kb.aclose()
 
 
-async def test_a_second_refresh_while_one_runs_is_the_same_job(kb: KnowledgeBase) -> None:
-    site = Site(pages=docs(2))
+CANON = '<link rel="canonical" href="/docs/p0">'
+
+
+def canon_site() -> Site:
+    """p0.html names /docs/p0 as canonical, and /docs/p0 answers too (the usual case)."""
+    pages = docs(3, {0: CANON})
+    pages["/docs/p0"] = pages["/docs/p0.html"]
+    return Site(pages=pages)
+
+
+async def test_a_canonical_page_that_answers_is_asked_first(kb: KnowledgeBase) -> None:
+    """The alias turning into a redirect to the canonical URL, or going away, changes
+    nothing for a canonical page that answers; `rag add` of it asks it, not the alias."""
+    site = canon_site()
     async with running(site):
         await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
-        go = asyncio.Event()
+        assert site.url("/docs/p0") in await stored(kb)
+        site.pages["/docs/p0"] = html("Page 0", "Updated text about giraffes.", head=CANON)
+        site.override["/docs/p0.html"] = lambda _r: web.Response(
+            status=301, headers={"Location": "/docs/p0"}
+        )
+        result = await kb.refresh()
+        assert (result.errors, result.updated) == (0, 1), result
+        assert (await kb.retrieve("giraffes", mode="bm25")).hits
+        del site.override["/docs/p0.html"], site.pages["/docs/p0.html"]  # the alias: 404
+        result = await kb.refresh()
+        assert result.removed == 0 and site.url("/docs/p0") in await stored(kb), result
+        site.statuses.clear()
+        site.pages["/docs/p0"] = html("Page 0", "The canonical page now speaks of okapis.")
+        await kb.ingest_page(site.url("/docs/p0"))
+        assert [p for p, _ in site.statuses if p != "/robots.txt"] == ["/docs/p0"]
+        assert (await kb.retrieve("okapis", mode="bm25")).hits
 
-        async def held(_r: web.Request) -> web.Response:
-            await go.wait()
-            return web.Response(status=404)
 
-        site.everything = held
-        first = await kb.start_refresh()
-        second = await kb.start_refresh()
-        assert second["id"] == first["id"]
-        go.set()
-        done = await kb.wait_job(first["id"])
-        assert done["state"] == "done"
-        third = await kb.start_refresh()
-        assert third["id"] != first["id"]
-        await kb.wait_job(third["id"])
+async def test_a_site_that_turned_noindex_everywhere_keeps_its_pages(kb: KnowledgeBase) -> None:
+    """A CMS's "discourage search engines" switch puts noindex on every page at once."""
+    site = Site(pages=docs(SITE_GONE_MIN))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        before = await stored(kb)
+        for path, body in list(site.pages.items()):
+            site.pages[path] = body.replace(
+                "</title>", '</title><meta name="robots" content="noindex">'
+            )
+        result = await kb.refresh()
+        assert await stored(kb) == before and result.removed == 0, result
+
+
+async def test_a_page_back_before_the_refresh_ends_is_kept(
+    crawl_settings: RAGSettings, counting_embed: CountingEmbedding
+) -> None:
+    """index.html answers 404 when it is checked, then is back (and added again by the
+    user) before the refresh ends: it is asked once more before its removal, and kept."""
+    one_at_a_time = crawl_settings.model_copy(update={"rag_crawl_concurrency": 1})
+    kb = KnowledgeBase(one_at_a_time, embed_model=counting_embed)
+    await kb.open()
+    site = Site(pages=docs(3))
+    try:
+        async with running(site):
+            await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+            victim = site.url("/docs/index.html")
+            body = site.pages.pop("/docs/index.html")  # 404 for now
+            go = asyncio.Event()
+            for path in ("/docs/p0.html", "/docs/p1.html", "/docs/p2.html"):
+
+                async def held(_r: web.Request, path: str = path) -> web.Response:
+                    await go.wait()
+                    return web.Response(text=site.pages[path], content_type="text/html")
+
+                site.override[path] = held
+            job = await kb.start_refresh()
+            for _ in range(100):
+                await asyncio.sleep(0.05)
+                if ("/docs/index.html", 404) in site.statuses:
+                    break
+            assert ("/docs/index.html", 404) in site.statuses
+            site.pages["/docs/index.html"] = body  # back
+            await kb.ingest_page(victim)
+            go.set()
+            done = await kb.wait_job(job["id"])
+            assert victim in await stored(kb), done
+            assert done["result"]["removed"] == 0, done
+    finally:
+        await kb.aclose()
