@@ -42,6 +42,18 @@ async def kb(
     await base.aclose()
 
 
+@pytest.fixture
+async def serial_kb(
+    crawl_settings: RAGSettings, counting_embed: CountingEmbedding
+) -> AsyncIterator[KnowledgeBase]:
+    """A knowledge base that refreshes one page at a time (in store order)."""
+    one_at_a_time = crawl_settings.model_copy(update={"rag_crawl_concurrency": 1})
+    base = KnowledgeBase(one_at_a_time, embed_model=counting_embed)
+    await base.open()
+    yield base
+    await base.aclose()
+
+
 def docs(n: int, heads: dict[int, str] | None = None) -> dict[str, str]:
     pages = {"/docs/index.html": html("Home", "Welcome.", tuple(f"p{i}.html" for i in range(n)))}
     for i in range(n):
@@ -116,35 +128,29 @@ async def test_a_page_that_now_asks_not_to_be_indexed_is_removed(kb: KnowledgeBa
 
 
 async def test_a_page_deleted_while_the_refresh_runs_stays_deleted(
-    crawl_settings: RAGSettings, counting_embed: CountingEmbedding
+    serial_kb: KnowledgeBase,
 ) -> None:
-    one_at_a_time = crawl_settings.model_copy(update={"rag_crawl_concurrency": 1})
-    kb = KnowledgeBase(one_at_a_time, embed_model=counting_embed)
-    await kb.open()
-    site = Site(pages=docs(3))
-    try:
-        async with running(site):
-            await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
-            go = asyncio.Event()
-            for path, body in list(site.pages.items()):
-                changed = body.replace("Distinct text", "Changed text")
+    kb, site = serial_kb, Site(pages=docs(3))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        go = asyncio.Event()
+        for path, body in list(site.pages.items()):
+            changed = body.replace("Distinct text", "Changed text")
 
-                async def held(_r: web.Request, body: str = changed) -> web.Response:
-                    await go.wait()  # changed pages, no validators: all would be stored
-                    return web.Response(text=body, content_type="text/html")
+            async def held(_r: web.Request, body: str = changed) -> web.Response:
+                await go.wait()  # changed pages, no validators: all would be stored
+                return web.Response(text=body, content_type="text/html")
 
-                site.override[path] = held
-            job = await kb.start_refresh()
-            await asyncio.sleep(0.3)
-            victim = site.url("/docs/p2.html")
-            await kb.delete_source(victim)
-            go.set()
-            done = await kb.wait_job(job["id"])
-            assert victim not in await stored(kb), done
-            reasons = [d["reason"] for d in done["result"]["error_details"]]
-            assert any("deleted while it was being refreshed" in r for r in reasons), done
-    finally:
-        await kb.aclose()
+            site.override[path] = held
+        job = await kb.start_refresh()
+        await asyncio.sleep(0.3)
+        victim = site.url("/docs/p2.html")
+        await kb.delete_source(victim)
+        go.set()
+        done = await kb.wait_job(job["id"])
+        assert victim not in await stored(kb), done
+        reasons = [d["reason"] for d in done["result"]["error_details"]]
+        assert any("deleted while it was being refreshed" in r for r in reasons), done
 
 
 CANON = '<link rel="canonical" href="/docs/p0">'
@@ -195,39 +201,31 @@ async def test_a_site_that_turned_noindex_everywhere_keeps_its_pages(kb: Knowled
         assert await stored(kb) == before and result.removed == 0, result
 
 
-async def test_a_page_back_before_the_refresh_ends_is_kept(
-    crawl_settings: RAGSettings, counting_embed: CountingEmbedding
-) -> None:
+async def test_a_page_back_before_the_refresh_ends_is_kept(serial_kb: KnowledgeBase) -> None:
     """index.html answers 404 when it is checked, then is back (and added again by the
     user) before the refresh ends: it is asked once more before its removal, and kept."""
-    one_at_a_time = crawl_settings.model_copy(update={"rag_crawl_concurrency": 1})
-    kb = KnowledgeBase(one_at_a_time, embed_model=counting_embed)
-    await kb.open()
-    site = Site(pages=docs(3))
-    try:
-        async with running(site):
-            await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
-            victim = site.url("/docs/index.html")
-            body = site.pages.pop("/docs/index.html")  # 404 for now
-            go = asyncio.Event()
-            for path in ("/docs/p0.html", "/docs/p1.html", "/docs/p2.html"):
+    kb, site = serial_kb, Site(pages=docs(3))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        victim = site.url("/docs/index.html")
+        body = site.pages.pop("/docs/index.html")  # 404 for now
+        go = asyncio.Event()
+        for path in ("/docs/p0.html", "/docs/p1.html", "/docs/p2.html"):
 
-                async def held(_r: web.Request, path: str = path) -> web.Response:
-                    await go.wait()
-                    return web.Response(text=site.pages[path], content_type="text/html")
+            async def held(_r: web.Request, path: str = path) -> web.Response:
+                await go.wait()
+                return web.Response(text=site.pages[path], content_type="text/html")
 
-                site.override[path] = held
-            job = await kb.start_refresh()
-            for _ in range(100):
-                await asyncio.sleep(0.05)
-                if ("/docs/index.html", 404) in site.statuses:
-                    break
-            assert ("/docs/index.html", 404) in site.statuses
-            site.pages["/docs/index.html"] = body  # back
-            await kb.ingest_page(victim)
-            go.set()
-            done = await kb.wait_job(job["id"])
-            assert victim in await stored(kb), done
-            assert done["result"]["removed"] == 0, done
-    finally:
-        await kb.aclose()
+            site.override[path] = held
+        job = await kb.start_refresh()
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if ("/docs/index.html", 404) in site.statuses:
+                break
+        assert ("/docs/index.html", 404) in site.statuses
+        site.pages["/docs/index.html"] = body  # back
+        await kb.ingest_page(victim)
+        go.set()
+        done = await kb.wait_job(job["id"])
+        assert victim in await stored(kb), done
+        assert done["result"]["removed"] == 0, done

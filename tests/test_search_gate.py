@@ -30,6 +30,21 @@ def _timed_wait(gate: SearchGate, limit: float | None = None) -> threading.Threa
     return thread
 
 
+def _search_held_elsewhere(gate: SearchGate) -> tuple[threading.Thread, threading.Event]:
+    """A search running on another thread until the returned event is set."""
+    started, end = threading.Event(), threading.Event()
+
+    def search() -> None:
+        with gate.searching():
+            started.set()
+            end.wait(30)
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    started.wait(10)
+    return thread, end
+
+
 def test_a_writer_waits_until_the_running_search_ends() -> None:
     gate = SearchGate()
     with gate.searching():
@@ -77,16 +92,7 @@ def test_one_write_waits_no_longer_than_its_budget_in_all(
     monkeypatch.setattr(search_gate, "MAX_WAIT_PER_WRITE_SEC", 0.35)
     gate = SearchGate()
     waits = search_gate.WriteWaits(gate)
-    started, end = threading.Event(), threading.Event()
-
-    def search() -> None:  # on another thread: a search's own thread never waits
-        with gate.searching():
-            started.set()
-            end.wait(10)
-
-    other = threading.Thread(target=search)
-    other.start()
-    started.wait(10)
+    other, end = _search_held_elsewhere(gate)
     start = time.monotonic()
     slices = []
     for _ in range(20):
@@ -104,16 +110,7 @@ def test_one_write_waits_no_longer_than_its_budget_in_all(
 async def test_a_writer_on_the_event_loop_thread_never_waits() -> None:
     """Waiting there would stop the very searches it waits for."""
     gate = SearchGate()
-    started, end = threading.Event(), threading.Event()
-
-    def search() -> None:
-        with gate.searching():
-            started.set()
-            end.wait(10)
-
-    other = threading.Thread(target=search)
-    other.start()
-    started.wait(10)
+    other, end = _search_held_elsewhere(gate)
     start = time.monotonic()
     gate.wait_idle(30)
     assert time.monotonic() - start < 1
@@ -188,16 +185,7 @@ def test_inside_a_search_nothing_waits_for_searches_and_stepping_aside_lets_writ
 
 def test_stepping_aside_outside_a_search_changes_nothing() -> None:
     gate = SearchGate()
-    started, end = threading.Event(), threading.Event()
-
-    def search() -> None:
-        with gate.searching():
-            started.set()
-            end.wait(10)
-
-    other = threading.Thread(target=search)
-    other.start()
-    started.wait(10)
+    other, end = _search_held_elsewhere(gate)
     with gate.stepping_aside():  # this thread runs no search
         writer = _timed_wait(gate, limit=30)
         time.sleep(0.2)
@@ -235,21 +223,6 @@ async def test_a_search_catching_up_does_not_wait_for_a_writer_that_waits_for_it
     writer.join(10)
     assert took < 3.0  # 5 s and more when the two wait for each other
     assert this.chunk_ids("theirs") and this.chunk_ids("mine")
-
-
-def _search_held_elsewhere(gate: SearchGate) -> tuple[threading.Thread, threading.Event]:
-    """A search running on another thread until the returned event is set."""
-    started, end = threading.Event(), threading.Event()
-
-    def search() -> None:
-        with gate.searching():
-            started.set()
-            end.wait(30)
-
-    thread = threading.Thread(target=search)
-    thread.start()
-    started.wait(10)
-    return thread, end
 
 
 async def test_one_page_write_waits_one_budget_in_all(
