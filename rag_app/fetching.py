@@ -92,28 +92,25 @@ async def fetch_web(
     refresh), a page stored under its canonical URL that no longer answers there (gone,
     or a redirect not followed) is asked for where the crawl found it
     (`SourceRecord.fetched_from`), the outcome being the stored source's."""
+    alt = ""
+    if or_where_found and old is not None and old.fetched_from not in ("", url):
+        alt = old.fetched_from
     try:
-        return await _fetch_web(crawler, url, url, old)
+        outcome = await _fetch_web(crawler, url, url, old)
     except RedirectNotFollowedError:
-        if not (or_where_found and old is not None and old.fetched_from not in ("", url)):
+        if not alt:
             raise
-        return await _fetch_web(crawler, old.fetched_from, url, old)
-    except _GoneError as gone:
-        if or_where_found and old is not None and old.fetched_from not in ("", url):
-            return await _fetch_web(crawler, old.fetched_from, url, old, gone.outcome)
-        return gone.outcome
-
-
-class _GoneError(Exception):
-    def __init__(self, outcome: Gone) -> None:
-        self.outcome = outcome
+        return await _fetch_web(crawler, alt, url, old)
+    if isinstance(outcome, Gone) and alt:
+        found = await _fetch_web(crawler, alt, url, old)
+        return outcome if isinstance(found, Gone) else found
+    return outcome
 
 
 async def _fetch_web(
-    crawler: WebCrawler, where: str, source: str, old: SourceRecord | None, gone: Gone | None = None
+    crawler: WebCrawler, where: str, source: str, old: SourceRecord | None
 ) -> FetchOutcome:
-    """Fetch `where` for the stored `source`; 404/410 raises `_GoneError` on the first
-    try (`gone` None) and is the first try's `Gone` on a second."""
+    """Fetch `where` for the stored `source` (404/410: `Gone`)."""
     try:
         outcome = await crawler.crawl_page(
             where,
@@ -122,9 +119,7 @@ async def _fetch_web(
         )
     except CrawlError as err:
         if getattr(err, "status", None) in (404, 410):
-            if gone is not None:
-                return gone
-            raise _GoneError(Gone(source, str(err), err)) from None
+            return Gone(source, str(err), err)
         raise
     if isinstance(outcome, PageNotModified):
         return NotModified(source)

@@ -932,26 +932,42 @@ class KnowledgeBase:
                     )
                 continue
             for url in sorted(urls):
-                if not await self._still_gone(crawler, gone[url][1]):
-                    continue  # back since it was checked (a deploy, a page added again)
-                removed = await self._locked(self._delete_if_unchanged, gone[url][1])
-                if removed is None:
-                    continue  # deleted, or stored again, since it was checked: not ours
-                logger.info("Deleted %s: %d chunks", url, removed)
-                summary.removed += 1
-                summary.removed_urls.append(url)
+                still, doubt = await self._still_gone(crawler, gone[url][1])
+                if doubt is not None:  # cannot tell: kept, the next refresh asks again
+                    summary.errors += 1
+                    summary.error_details.append({"url": url, "reason": doubt})
+                    continue
+                if not still:
+                    summary.unchanged += 1  # back since (a deploy, a page added again): kept
+                    continue
+
+                def counted(removed: int | None, url: str = url) -> None:
+                    """Counted once the delete is durable, even after a cancel."""
+                    if removed is None:  # deleted, or stored again, since it was checked
+                        summary.unchanged += 1
+                        return
+                    logger.info("Deleted %s: %d chunks", url, removed)
+                    summary.removed += 1
+                    summary.removed_urls.append(url)
+
+                await self._locked(self._delete_if_unchanged, gone[url][1], then=counted)
 
     @staticmethod
-    async def _still_gone(crawler: WebCrawler, record: SourceRecord) -> bool:
-        """Asked once more before its removal: a page gone for a moment (a deploy, a
-        flapping server) or stored again meanwhile answers now and is kept."""
+    async def _still_gone(crawler: WebCrawler, record: SourceRecord) -> tuple[bool, str | None]:
+        """Asked once more before its removal: (still gone, why it cannot tell). A page
+        gone for a moment (a deploy, a flapping server) or stored again meanwhile answers
+        now and is kept; any failure keeps it too."""
         try:
             outcome = await fetch_web(crawler, record.source, record, or_where_found=True)
-        except RAGError:
-            return False  # cannot tell: kept (the next refresh asks again)
-        return isinstance(outcome, Gone) or (
+        except RAGError as err:
+            return False, f"{err} (it had answered 404/410; kept)"
+        except Exception as err:  # one page must never stop the refresh
+            logger.exception("Unexpected error re-checking %s", record.source)
+            return False, f"Unexpected error ({type(err).__name__}); kept."
+        gone = isinstance(outcome, Gone) or (
             isinstance(outcome, Fetched) and "noindex" in outcome.robots
         )
+        return gone, None
 
     def _delete_if_unchanged(self, checked: SourceRecord) -> int | None:
         """Delete a source in the write's turn if its record is still the one a refresh

@@ -7,7 +7,10 @@ stays stored."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -229,3 +232,105 @@ async def test_a_page_back_before_the_refresh_ends_is_kept(serial_kb: KnowledgeB
         done = await kb.wait_job(job["id"])
         assert victim in await stored(kb), done
         assert done["result"]["removed"] == 0, done
+
+
+def redirect(to: str) -> Any:
+    return lambda _r: web.Response(status=301, headers={"Location": to})
+
+
+async def test_a_canonical_url_that_redirects_with_its_alias_gone_is_reported(
+    kb: KnowledgeBase, caplog: pytest.LogCaptureFixture
+) -> None:
+    """/docs/p0 (canonical, stored) now 301s elsewhere and p0.html (where it was found) is
+    404: the page is reported gone or redirected, never as an unexpected error."""
+    site = canon_site()
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        assert site.url("/docs/p0") in await stored(kb)
+        site.override["/docs/p0"] = redirect("/docs/new/p0")
+        del site.pages["/docs/p0.html"]  # 404
+        with caplog.at_level(logging.ERROR):
+            result = await kb.refresh()
+        reasons = [d["reason"] for d in result.error_details]
+        assert not any("Unexpected error" in r for r in reasons), reasons
+
+
+async def test_a_failing_second_check_keeps_the_page_and_the_refresh_goes_on(
+    serial_kb: KnowledgeBase,
+) -> None:
+    """Both URLs 404 when checked; asked once more, the canonical URL answers a redirect
+    and the alias still 404: the refresh finishes and p1.html, really gone, is removed
+    (an exception there used to fail the whole job and lose every later removal)."""
+    kb, site = serial_kb, canon_site()
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        del site.pages["/docs/p0.html"]  # alias 404
+        calls = {"n": 0}
+
+        def canonical(_r: web.Request) -> web.Response:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                return web.Response(status=404, text="not found")
+            return web.Response(status=301, headers={"Location": "/docs/moved/p0"})
+
+        site.override["/docs/p0"] = canonical
+        del site.pages["/docs/p1.html"]  # really gone too: removed after /docs/p0 in order
+        job = await kb.start_refresh()
+        done = await kb.wait_job(job["id"])
+        assert done["state"] == "done", done
+        assert site.url("/docs/p1.html") not in await stored(kb)
+
+
+async def test_the_counts_add_up_when_a_page_is_back_or_its_second_check_fails(
+    serial_kb: KnowledgeBase,
+) -> None:
+    """A page 404 when checked and back when asked again is kept and counted unchanged;
+    one whose second check fails (503) is kept and reported."""
+    kb, site = serial_kb, Site(pages=docs(3))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        seen = {"p0": 0, "p1": 0}
+
+        def flapping(_r: web.Request) -> web.Response:
+            seen["p0"] += 1
+            if seen["p0"] == 1:
+                return web.Response(status=404, text="deploying")
+            return web.Response(text=site.pages["/docs/p0.html"], content_type="text/html")
+
+        def erroring(_r: web.Request) -> web.Response:
+            seen["p1"] += 1
+            return web.Response(status=404 if seen["p1"] == 1 else 503, text="x")
+
+        site.override["/docs/p0.html"] = flapping
+        site.override["/docs/p1.html"] = erroring
+        r = await kb.refresh()
+        assert r.removed == 0 and r.errors == 1, r
+        assert r.checked == r.unchanged + r.updated + r.removed + r.errors, r
+
+
+async def test_a_removal_under_way_when_the_refresh_is_cancelled_is_counted(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refresh job is cancelled while a removal is being written: the write runs to
+    its end (the page is deleted) and the cancelled job's summary counts it."""
+    site = Site(pages=docs(3))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        del site.pages["/docs/p0.html"]
+        real = kb.store.delete_source
+        started = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def slow_delete(source: str) -> int:
+            loop.call_soon_threadsafe(started.set)
+            time.sleep(0.5)  # a big page's chunks (instrumentation only)
+            return real(source)
+
+        monkeypatch.setattr(kb.store, "delete_source", slow_delete)
+        job = await kb.start_refresh()
+        await asyncio.wait_for(started.wait(), 20)
+        done = await kb.cancel_job(job["id"])
+        await asyncio.sleep(1.0)
+        gone_now = site.url("/docs/p0.html") not in await stored(kb)
+        live = done.get("result") or done.get("live") or {}
+        assert gone_now and live.get("removed") == 1, done
