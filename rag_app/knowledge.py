@@ -595,7 +595,12 @@ class KnowledgeBase:
         """Store what a fetch yielded (see `rag_app.fetching`): new content is ingested
         (only changed chunks embedded), a not-modified source is kept as it is."""
         if isinstance(outcome, NotModified):
-            chunks = old.chunk_count if old else 0
+            if old is None:  # 304 to a request that named no copy: nothing to keep
+                raise CrawlError(
+                    f"{shorten(outcome.source, 200)} answered 304 Not Modified though no "
+                    "copy of it is stored; nothing was stored."
+                )
+            chunks = old.chunk_count
             same = IngestResult(source=outcome.source, chunks=chunks, unchanged=True)
             if on_commit is not None:
                 on_commit(same)

@@ -334,3 +334,16 @@ async def test_a_removal_under_way_when_the_refresh_is_cancelled_is_counted(
         gone_now = site.url("/docs/p0.html") not in await stored(kb)
         live = done.get("result") or done.get("live") or {}
         assert gone_now and live.get("removed") == 1, done
+
+
+async def test_a_304_for_a_page_never_stored_is_an_error_not_a_stored_page(
+    kb: KnowledgeBase,
+) -> None:
+    """A server that answers 304 to a request naming no copy: the page is not counted as
+    crawled (nothing is stored for it) and the crawl says why."""
+    site = Site(pages=docs(2))
+    site.override["/docs/p1.html"] = lambda _r: web.Response(status=304)
+    async with running(site):
+        summary = await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        assert summary.pages_crawled == len(await stored(kb)) == 2, summary
+        assert summary.errors == 1 and "304" in summary.error_details[0]["reason"], summary
