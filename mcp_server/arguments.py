@@ -84,6 +84,10 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
                 low = option.get("minimum", low)
                 high = option.get("maximum", high)
             if (low is not None and value < low) or (high is not None and value > high):
+                if high is None:
+                    return f"{tool}: {name!r} must be {low} or more, got {value}."
+                if low is None:
+                    return f"{tool}: {name!r} must be {high} or less, got {value}."
                 return f"{tool}: {name!r} must be between {low} and {high}, got {value}."
         if isinstance(value, str):
             limit = MAX_STRING_CHARS.get(name, DEFAULT_MAX_STRING)

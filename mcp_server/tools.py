@@ -77,8 +77,9 @@ Scope = Annotated[
     str | None,
     Field(
         description=(
-            "Only search these sources: a site (docs.python.org), a URL prefix "
-            "(https://example.com/guide/) or a folder path. Leave it out to search everything."
+            "Only search these sources: a site (docs.python.org), a URL and what lies under "
+            "it (https://example.com/guide: not .../guide-old) or a folder path. Leave it out "
+            "to search everything."
         ),
     ),
 ]

@@ -83,6 +83,7 @@ from rag_app.passages import (
     first_reaches,
     page,
     reading_text,
+    section_forms,
 )
 from rag_app.results import (
     CheckReport,
@@ -1181,10 +1182,12 @@ class KnowledgeBase:
             for n in nodes
         ]
         title = str(nodes[0].metadata.get("title", "")) if nodes else ""
-        section = " > ".join(p.strip() for p in section.replace("›", ">").split(">") if p.strip())
-        if title and section.startswith(title + " > "):  # copied with the hit's page title
-            section = section[len(title) + 3 :]
-        text, sections = reading_text(pieces, section)
+        text, sections = "", []
+        for form in section_forms(section, title):  # the first that names a section
+            text, sections = reading_text(pieces, form)
+            if text or not form:
+                section = form
+                break
         if section and not text:
             raise RAGError(
                 f"{key} has no section {section!r}; its sections are listed when it is "

@@ -495,14 +495,30 @@ def _within(pieces: Sequence[Piece], at: int, reach: int) -> list[Piece]:
 
 
 def _in_section(heading_path: str, section: str) -> bool:
-    """`section` names this heading path, an ancestor of it, or its last heading."""
+    """`section` names this heading path or an ancestor of it, whole or by its last
+    headings (`Linux > Install` or `Linux` in `Setup > Linux > Install`): its headings
+    are a run of the path's."""
     if not section:
         return True
-    return (
-        heading_path == section
-        or heading_path.startswith(section + " > ")
-        or last_heading(heading_path) == section
-    )
+    if heading_path == section or heading_path.startswith(section + " > "):
+        return True
+    path, wanted = heading_path.split(" > "), section.split(" > ")
+    return any(path[i : i + len(wanted)] == wanted for i in range(len(path) - len(wanted) + 1))
+
+
+def section_forms(section: str, title: str) -> list[str]:
+    """The ways a `rag_read` section argument may name a heading path, most literal
+    first: as given (a heading may hold `>` or `›`), with ` › ` (the hits' text form)
+    read as ` > `, with every `>` and `›` as a separator, and each without the page title
+    it was copied with."""
+    given = " > ".join(p.strip() for p in section.strip().split(" > ") if p.strip())
+    arrows = " > ".join(p.strip() for p in given.split(" › ") if p.strip())
+    loose = " > ".join(p.strip() for p in given.replace("›", ">").split(">") if p.strip())
+    forms = list(dict.fromkeys([given, arrows, loose]))  # `A>B` typed without spaces last
+    for form in list(forms):
+        if title and form.startswith(title + " > "):
+            forms.append(form[len(title) + 3 :])
+    return forms
 
 
 def reading_text(

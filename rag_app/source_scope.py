@@ -2,7 +2,8 @@
 or a folder names.
 
 `rag_search` / `rag search` take one string; it matches a stored source when it is
-- a URL prefix of it (`https://docs.example.com/guide/`),
+- a URL prefix of it at a path boundary (`https://docs.example.com/guide` holds
+  `…/guide/intro.html`, not `…/guide-old/`),
 - its site (`docs.example.com`, any scheme and path), or
 - a folder or file that holds it (`./notes`, `/home/me/notes/a.md`, `file:///…`).
 The scope is resolved against the in-memory list of sources, so both search sides are
@@ -17,7 +18,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rag_app.errors import RAGError
+from rag_app.limits import shorten
 
+URL_BOUNDARIES = "/?#"
+"""What may follow a URL scope in a source it holds."""
 MAX_SCOPE_CHARS = 2000
 MAX_SCOPED_SOURCES = 5000
 """A scope naming more sources than this is refused: use a narrower one."""
@@ -25,11 +29,17 @@ MAX_SCOPED_SOURCES = 5000
 
 def local_uri(source: str) -> str:
     """A local path as the `file://` URI the store keys it by (absolute, resolved: the
-    store service's working folder is not the caller's); URLs and names pass unchanged."""
+    store service's working folder is not the caller's); URLs and names pass unchanged.
+    A path the system refuses (a NUL, a name too long) is one `RAGError`."""
     if source and "://" not in source:
-        local = Path(source).expanduser()
-        if local.exists() or local.is_absolute() or source.startswith("."):
-            return local.resolve().as_uri()
+        try:
+            local = Path(source).expanduser()
+            if local.exists() or local.is_absolute() or source.startswith("."):
+                return local.resolve().as_uri()
+        except (OSError, ValueError, RuntimeError) as err:
+            raise RAGError(
+                f"{shorten(source, 200)!r} is not a valid path or URL ({type(err).__name__})."
+            ) from None
     return source
 
 
@@ -45,6 +55,12 @@ def matches(scope: str, source: str) -> bool:
     if folder is not None:  # a folder holds what is under it, not `notes-old` beside `notes`
         folder = folder.rstrip("/")
         return source == folder or source.startswith(folder + "/")
+    if "://" in scope:  # a URL holds itself and what lies under it, not `docs-old` beside
+        if scope.endswith(("/", "?", "#", "&", "=")):  # `docs`, nor `v10` beside `v1`
+            return source.startswith(scope)
+        return source == scope or (
+            source.startswith(scope) and source[len(scope)] in URL_BOUNDARIES
+        )
     if source.startswith(scope):
         return True
     if "/" not in scope and "://" not in scope:  # a bare host name

@@ -39,3 +39,28 @@ def test_one_sentence_errors() -> None:
     many = [f"https://big.test/{i}" for i in range(MAX_SCOPED_SOURCES + 1)]
     with pytest.raises(RAGError, match="narrower"):
         resolve("big.test", many)
+
+
+def test_a_url_scope_holds_what_lies_under_it_not_its_siblings() -> None:
+    stored = [
+        "https://a.example/docs",
+        "https://a.example/docs/intro",
+        "https://a.example/docs?page=2",
+        "https://a.example/docs-old",
+        "https://a.example/docs-old/x",
+        "https://a.example/v1/a",
+        "https://a.example/v10/a",
+    ]
+    assert resolve("https://a.example/docs", stored) == stored[:3]
+    assert resolve("https://a.example/v1", stored) == ["https://a.example/v1/a"]
+    with pytest.raises(RAGError, match="No stored source matches"):
+        resolve("https://a.example/docs-", stored)  # not a path boundary
+    assert resolve("https://a.example/", stored) == sorted(stored)
+
+
+def test_a_path_the_system_refuses_is_one_sentence() -> None:
+    from rag_app.source_scope import local_uri
+
+    for bad in ("/a\x00b", "./x\x00", "~\x00", "y" * 300, "/tmp/" + "z" * 300):
+        with pytest.raises(RAGError, match="not a valid path or URL"):
+            local_uri(bad)
