@@ -250,7 +250,10 @@ class StatsOutput(BaseModel):
 
     total_chunks: int
     source_count: int
-    sources: list[str] = Field(description="Every stored source, sorted.")
+    sources: list[str] = Field(
+        description="The stored sources of this page (from `offset`, sorted); "
+        "`source_count` is how many there are in all."
+    )
     source_details: list[SourceOut] = Field(
         description="One page of the sources (from `offset`) with chunk counts and dates."
     )
@@ -267,7 +270,7 @@ class StatsOutput(BaseModel):
         return cls(
             total_chunks=stats.total_chunks,
             source_count=len(stats.sources),
-            sources=list(stats.sources),
+            sources=list(page),
             source_details=[
                 SourceOut(
                     source=src,

@@ -307,6 +307,10 @@ async def test_add_crawl_stats_delete_round_trip(
         assert stats.structured_content is not None
         assert stats.structured_content["source_count"] == 2
         assert sorted(stats.structured_content["sources"]) == sorted(PAGES)
+        one = await client.call_tool("rag_stats", {"limit": 1, "offset": 1})
+        assert one.structured_content is not None  # a page, however many sources there are
+        assert one.structured_content["sources"] == sorted(PAGES)[1:2]
+        assert one.structured_content["source_count"] == 2
         total = stats.structured_content["total_chunks"]
         assert f"総チャンク数: {total}" in text_of(stats)
 
