@@ -178,7 +178,7 @@ def test_stats_text_and_structured() -> None:
     assert "https://ex.test/24 (34チャンク" in second and "https://ex.test/19" not in second
     out = StatsOutput.of(stats, offset=20, limit=3).model_dump()
     assert out["source_count"] == 25 and out["offset"] == 20
-    assert out["sources"] == sources  # the whole list; the details are paged
+    assert out["sources"] == sources[20:23]  # the page asked for (its details too)
     assert [d["source"] for d in out["source_details"]] == sources[20:23]
     assert out["source_details"][0] == {
         "source": "https://ex.test/20",
