@@ -74,6 +74,10 @@ def _format_no_match(result: RetrievalResult) -> str:
     return "\n".join(lines)
 
 
+MAX_LISTED_SECTIONS = 30
+"""Headings listed on the first page of a `rag_read` of a whole source."""
+
+
 def format_read(page: ReadResult) -> str:
     """`## Source: <url>` (title, section, character range), the text, then how to go on."""
     where = " › ".join(p for p in (page.title, page.section) if p)
@@ -81,10 +85,17 @@ def format_read(page: ReadResult) -> str:
     head = f"## Source: {page.source}\n{where + ' · ' if where else ''}"
     head += f"{page.offset:,}–{end:,} / {page.total_chars:,} 文字"
     lines = [head, "", page.text]
+    if not page.section and len(page.sections) > 1 and page.offset == 0:
+        # the first page of a whole source names its sections, long or short (an error
+        # for an unknown section sends the model here for them)
+        more = (
+            f" / …他 {len(page.sections) - MAX_LISTED_SECTIONS}件"
+            if len(page.sections) > MAX_LISTED_SECTIONS
+            else ""
+        )
+        lines += ["", "見出し: " + " / ".join(page.sections[:MAX_LISTED_SECTIONS]) + more]
     if page.next_offset is not None:
         lines += ["", f"（続きあり: offset={page.next_offset} で続きを読めます）"]
-    elif not page.section and len(page.sections) > 1 and page.offset == 0:
-        lines += ["", "見出し: " + " / ".join(page.sections[:30])]
     return "\n".join(lines)
 
 

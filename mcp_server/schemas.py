@@ -106,7 +106,10 @@ class ReadOutput(BaseModel):
     offset: int = Field(description="First character of this page.")
     next_offset: int | None = Field(description="Where the next page starts; null at the end.")
     total_chars: int
-    sections: list[str] = Field(description="Heading paths of the part read, in order.")
+    sections: list[str] = Field(
+        description="Heading paths of the source (of the section read, when one was), in "
+        "reading order: what `section` can name."
+    )
 
     @classmethod
     def of(cls, page: ReadResult) -> ReadOutput:

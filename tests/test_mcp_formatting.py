@@ -237,3 +237,24 @@ def test_a_resumed_job_says_so_in_its_line() -> None:
     }
     assert "再開" not in format_jobs([job])
     assert "(再起動後に再開, 2回目)" in format_jobs([{**job, "attempt": 2}])
+
+
+def test_the_first_page_of_a_long_source_lists_its_sections() -> None:
+    """An unknown section's error says the sections are listed when the source is read
+    without one: so they are, on its first page, however long the source."""
+    from mcp_server.formatting import MAX_LISTED_SECTIONS, format_read
+    from rag_app.results import ReadResult
+
+    sections = [f"Guide > Part {i}" for i in range(MAX_LISTED_SECTIONS + 5)]
+    first = ReadResult(
+        source="https://ex.test/guide", title="Guide", section="", text="x" * 100,
+        offset=0, next_offset=100, total_chars=5000, sections=sections,
+    )  # fmt: skip
+    text = format_read(first)
+    assert "見出し: Guide > Part 0 / Guide > Part 1" in text and "…他 5件" in text
+    assert text.rstrip().endswith("（続きあり: offset=100 で続きを読めます）")
+    later = ReadResult(
+        source="https://ex.test/guide", title="Guide", section="", text="x" * 100,
+        offset=100, next_offset=200, total_chars=5000, sections=sections,
+    )  # fmt: skip
+    assert "見出し" not in format_read(later)
