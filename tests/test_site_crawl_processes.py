@@ -24,7 +24,7 @@ from tests.processes import (
     text_of,
     wait_gone,
 )
-from tests.static_site import StaticSite
+from tests.static_site import StaticSite, page
 
 
 def stored_keys(env: dict[str, str], site: StaticSite) -> set[str]:
@@ -201,6 +201,48 @@ def test_a_crawl_cut_off_by_a_killed_owner_is_resumed_by_the_next_one(
         assert all(j["id"] != job_id for j in rag_json(env, "jobs"))
         check = rag(env, "check")
         assert check.returncode == 0 and check.stdout.startswith("consistent"), check.stdout
+    finally:
+        held.set()
+        rag(env, "service", "stop")
+
+
+def test_a_page_deleted_with_rag_delete_while_rag_refresh_runs_stays_deleted(
+    tmp_path: Path, site: StaticSite
+) -> None:
+    """Real processes: a background refresh in the store service, `rag delete` from a
+    terminal while the refresh holds the changed page's answer; the refresh then must
+    not store the page again (it used to bring it back)."""
+    env = store_env(tmp_path, RAG_CRAWL_CONCURRENCY="1")
+    victim = "/docs/guide/install.html"
+    held = site.hold(victim)
+    held.set()  # open during the crawl
+    try:
+        done = rag(env, "crawl", site.url("/docs/"), "--max-depth", "10", "--exclude", "_static")
+        assert done.returncode == 3, done.stderr  # missing.html: a partial failure
+        changed = site.root / victim.lstrip("/")
+        changed.write_text(page("Install", "Install the kettle from the source tarball."))
+        future = time.time() + 5
+        os.utime(changed, (future, future))  # newer than the stored Last-Modified
+        held.clear()
+        site.requests.clear()
+        started = rag(env, "refresh", "--background")
+        assert started.returncode == 0, started.stderr
+        job_id = re.search(r"job ([0-9a-f]{8})", started.stdout)
+        assert job_id, started.stdout
+        deadline = time.monotonic() + 60
+        while victim not in site.paths() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the refresh is waiting for the changed page's answer
+        assert victim in site.paths()
+        deleted = rag(env, "delete", site.url(victim))
+        assert deleted.returncode == 0, deleted.stderr
+        held.set()
+        waited = rag(env, "jobs", "--wait", job_id.group(1), "--json")
+        job = json.loads(waited.stdout)
+        assert job["state"] == "done", job
+        assert site.url(victim) not in rag_json(env, "stats")["sources"]
+        reasons = [d["reason"] for d in job["result"]["error_details"]]
+        assert any("deleted while it was being refreshed" in r for r in reasons), job
+        assert rag_json(env, "check")["ok"]
     finally:
         held.set()
         rag(env, "service", "stop")
