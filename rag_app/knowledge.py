@@ -138,6 +138,16 @@ SITE_GONE_MIN = 3
 and none answered (see `KnowledgeBase._remove_gone`)."""
 
 
+def _why_gone(outcome: Fetched | NotModified | Gone) -> str | None:
+    """Why a refresh takes a stored page for gone: 404/410, or it now asks not to be
+    indexed; None when it is there."""
+    if isinstance(outcome, Gone):
+        return outcome.reason
+    if isinstance(outcome, Fetched) and "noindex" in outcome.robots:
+        return "The page now asks not to be indexed (noindex)."
+    return None
+
+
 def _site(url: str) -> str:
     """The site of a URL: its host (`http` and `https` of one host are one site)."""
     return (urlsplit(url).hostname or "").lower()
@@ -882,12 +892,8 @@ class KnowledgeBase:
         url = record.source
         try:
             outcome = await fetch_web(crawler, url, record, or_where_found=True)
-            if isinstance(outcome, Gone):
-                gone[url] = (outcome.reason, record)
-                return
-            if isinstance(outcome, Fetched) and "noindex" in outcome.robots:
-                reason = "The page now asks not to be indexed (noindex)."
-                gone[url] = (reason, record)  # a whole site turned noindex is kept too
+            if (why := _why_gone(outcome)) is not None:
+                gone[url] = (why, record)  # a whole site turned noindex is kept too
                 return
             answered.add(_site(url))
             result = await self._apply(outcome, record, only_if_stored=True)
@@ -970,10 +976,7 @@ class KnowledgeBase:
         except Exception as err:  # one page must never stop the refresh
             logger.exception("Unexpected error re-checking %s", record.source)
             return False, f"Unexpected error ({type(err).__name__}); kept."
-        gone = isinstance(outcome, Gone) or (
-            isinstance(outcome, Fetched) and "noindex" in outcome.robots
-        )
-        return gone, None
+        return _why_gone(outcome) is not None, None
 
     def _delete_if_unchanged(self, checked: SourceRecord) -> int | None:
         """Delete a source in the write's turn if its record is still the one a refresh
