@@ -42,8 +42,6 @@ class Fetched:
     record_fields: dict[str, Any] = field(default_factory=dict)
     robots: frozenset[str] = frozenset()
     """A web page's `<meta name="robots">` directives (`noindex`: it asks not to be kept)."""
-    final_url: str = ""
-    """Where a web page's redirects ended (empty when it was not redirected)."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,6 @@ def from_page(page: CrawledPage, source: str = "") -> Fetched:
             "fetched_from": page.fetched_from or (page.url if page.url != stored_as else ""),
         },
         robots=page.robots,
-        final_url=page.final_url,
     )
 
 

@@ -500,8 +500,6 @@ def _in_section(heading_path: str, section: str) -> bool:
     are a run of the path's."""
     if not section:
         return True
-    if heading_path == section or heading_path.startswith(section + " > "):
-        return True
     path, wanted = heading_path.split(" > "), section.split(" > ")
     return any(path[i : i + len(wanted)] == wanted for i in range(len(path) - len(wanted) + 1))
 
