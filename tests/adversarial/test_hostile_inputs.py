@@ -61,6 +61,13 @@ async def test_oversized_query_and_arguments(tmp_path: Path, env: dict[str, str]
             one_line(await client.call_tool("rag_search", args))
         long_url = await client.call_tool("rag_add", {"url": "http://a.example/" + "a" * 9000})
         assert "'url'" in one_line(long_url)
+        for source in ("/a\x00b", "./x\x00", "y" * 300):  # paths the system refuses
+            for tool, args in (
+                ("rag_search", {"query": "x", "source": source}),
+                ("rag_read", {"source": source}),
+            ):
+                refused = one_line(await client.call_tool(tool, args))
+                assert "not a valid path or URL" in refused, refused
         assert time.monotonic() - start < 10
         await still_answers(client)
     cli = rag(env, "search", "a " * 60_000)  # near the OS limit for one argument
