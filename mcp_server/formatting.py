@@ -163,8 +163,9 @@ _STATES = {"running": "実行中", "done": "完了", "failed": "失敗", "cancel
 def format_job_started(job: dict[str, Any]) -> str:
     """The answer of a tool that started a background job."""
     kind = _KINDS.get(job["kind"], job["kind"])
+    started = "はすでに実行中です" if job.get("joined") else "を開始しました"
     return (
-        f"{kind}を開始しました (ジョブID: {job['id']}, 対象: {job['target']})。\n"
+        f"{kind}{started} (ジョブID: {job['id']}, 対象: {job['target']})。\n"
         f"進み具合と結果は rag_jobs で確認できます。中止するには rag_jobs に "
         f'cancel="{job["id"]}" を渡してください。'
     )

@@ -189,6 +189,9 @@ class RefreshOutput(BaseModel):
     errors: int = 0
     embedded: int = Field(0, description="Chunks embedded anew (0 when nothing changed).")
     removed_urls: list[str] = Field(default_factory=list)
+    joined: bool = Field(
+        False, description="True when a refresh was already running: this is that job."
+    )
 
     @classmethod
     def of(cls, summary: RefreshSummary) -> RefreshOutput:
@@ -204,7 +207,7 @@ class RefreshOutput(BaseModel):
 
     @classmethod
     def started(cls, job: dict[str, Any]) -> RefreshOutput:
-        return cls(job_id=job["id"], state=job["state"])
+        return cls(job_id=job["id"], state=job["state"], joined=bool(job.get("joined")))
 
 
 class JobOut(BaseModel):

@@ -302,7 +302,8 @@ async def rag_refresh(ctx: Ctx, wait: Wait = False) -> Annotated[CallToolResult,
     changed, remove those that are gone (404/410, or now noindex; never every page of a
     site at once: a site that answers 404 to everything keeps its pages and they are
     reported), leave the rest untouched (an unchanged page costs no embedding). Runs as a
-    background job unless wait=true."""
+    background job unless wait=true; while a refresh is running, answers with that job
+    (joined=true) instead of starting a second one."""
     try:
         app = _app(ctx)
         kb = await app.knowledge_base()

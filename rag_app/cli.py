@@ -127,7 +127,8 @@ async def _follow_job(
     kb: KnowledgeBase, job: dict[str, Any], desc: str, unit: str, stopping: str = ""
 ) -> dict[str, Any]:
     """Wait for a job with a progress bar; Ctrl-C cancels the job (committed work stays)
-    and returns once it has stopped, so the next `rag jobs` shows it cancelled."""
+    and returns once it has stopped, so the next `rag jobs` shows it cancelled. A job this
+    command joined (started by another client) is left running: Ctrl-C stops the wait."""
     import asyncio
 
     update, close = progress_reporter(desc, unit)
@@ -135,6 +136,8 @@ async def _follow_job(
         return await kb.wait_job(job["id"], progress=update)
     except asyncio.CancelledError:
         close()
+        if job.get("joined"):
+            raise
         stopped = await asyncio.shield(kb.cancel_job(job["id"]))
         if stopped["state"] == "running":
             print(stopping or "Stopping the job...", file=sys.stderr, flush=True)
@@ -147,7 +150,8 @@ async def _follow_job(
 
 async def _start_job(kb: KnowledgeBase, start: Awaitable[dict[str, Any]]) -> dict[str, Any]:
     """Start a job. A Ctrl-C while the owner is starting it stops it too: the start is let
-    finish (its answer names the job), then the job is cancelled."""
+    finish (its answer names the job), then the job is cancelled, unless it was another
+    client's job that this start joined."""
     import asyncio
 
     starting = asyncio.ensure_future(start)
@@ -156,7 +160,8 @@ async def _start_job(kb: KnowledgeBase, start: Awaitable[dict[str, Any]]) -> dic
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):  # the service went away: nothing to stop
             job = await asyncio.wait_for(starting, STOP_WAIT_SEC)
-            await asyncio.shield(kb.cancel_job(job["id"]))
+            if not job.get("joined"):
+                await asyncio.shield(kb.cancel_job(job["id"]))
         raise
 
 
@@ -183,10 +188,14 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     job = await _start_job(kb, kb.start_refresh())
+    joined = f"A refresh is already running: job {job['id']}"
     if args.background:
-        print(f"Refresh started in the background: job {job['id']}")
+        started = f"Refresh started in the background: job {job['id']}"
+        print(joined if job.get("joined") else started)
         print(f"  progress: rag jobs / cancel: rag jobs --cancel {job['id']}")
         return 0
+    if job.get("joined"):
+        print(f"{joined}; following it (Ctrl-C stops following, not the refresh).", file=sys.stderr)
     job = await _follow_job(
         kb, job, "Refreshing", "page", "Stopping the refresh (a page being stored is finished)..."
     )

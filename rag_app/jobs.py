@@ -174,6 +174,10 @@ class JobRegistry:
         logger.info("Job %s started: %s %s", job.id, kind, target)
         return job
 
+    def running_of(self, kind: str) -> Job | None:
+        """The running job of this kind, if any (the oldest)."""
+        return next((j for j in self._jobs.values() if j.running and j.kind == kind), None)
+
     def get(self, job_id: str) -> Job:
         job = self._jobs.get(job_id.strip())
         if job is None:

@@ -738,8 +738,12 @@ class KnowledgeBase:
     async def start_refresh(
         self, *, job_id: str | None = None, attempt: int = 1, crashes: int = 0
     ) -> dict[str, Any]:
-        """Start a refresh job (see `refresh`) and return it at once."""
+        """Start a refresh job (see `refresh`) and return it at once. While one runs, a new
+        start returns that job marked `joined` instead (a second refresh would fetch every
+        page again and count nothing new); whoever joined must not cancel it."""
         await self.open()
+        if job_id is None and (running := self._jobs.running_of("refresh")) is not None:
+            return {**running.to_dict(), "joined": True}
 
         async def work(progress: Progress, job: Job) -> dict[str, Any]:
             job.live = summary = RefreshSummary()

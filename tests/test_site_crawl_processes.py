@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -243,6 +244,59 @@ def test_a_page_deleted_with_rag_delete_while_rag_refresh_runs_stays_deleted(
         reasons = [d["reason"] for d in job["result"]["error_details"]]
         assert any("deleted while it was being refreshed" in r for r in reasons), job
         assert rag_json(env, "check")["ok"]
+    finally:
+        held.set()
+        rag(env, "service", "stop")
+
+
+def test_a_second_rag_refresh_joins_the_running_one_and_its_ctrl_c_leaves_it_running(
+    tmp_path: Path, site: StaticSite
+) -> None:
+    """While a background refresh runs, `rag refresh` in a terminal follows that job
+    instead of fetching every page again, and its Ctrl-C stops the following only: the
+    other client's refresh goes on and ends with each page checked once."""
+    env = store_env(tmp_path, RAG_CRAWL_CONCURRENCY="1")
+    victim = "/docs/guide/install.html"
+    held = site.hold(victim)
+    held.set()  # open during the crawl
+    try:
+        done = rag(env, "crawl", site.url("/docs/"), "--max-depth", "10", "--exclude", "_static")
+        assert done.returncode == 3, done.stderr  # missing.html: a partial failure
+        held.clear()
+        site.requests.clear()
+        started = rag(env, "refresh", "--background")
+        found = re.search(r"job ([0-9a-f]{8})", started.stdout)
+        assert started.returncode == 0 and found, started.stdout
+        job_id = found.group(1)
+        deadline = time.monotonic() + 60
+        while victim not in site.paths():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)  # the refresh waits for the held page's answer
+        again = rag(env, "refresh", "--background")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.startswith(f"A refresh is already running: job {job_id}"), again.stdout
+        follower = rag_async(env, "refresh", ctrl_c=True)
+        err_lines: list[str] = []
+        reader = threading.Thread(target=lambda: err_lines.extend(follower.stderr or ()))
+        reader.start()
+        deadline = time.monotonic() + 60
+        while not any("already running" in line for line in err_lines):
+            assert time.monotonic() < deadline and follower.poll() is None, err_lines
+            time.sleep(0.05)
+        follower.send_signal(signal.SIGINT)
+        follower.wait(timeout=45)
+        reader.join(timeout=10)
+        err = "".join(err_lines)
+        assert follower.returncode == 130 and "Traceback" not in err, err
+        assert rag_json(env, "jobs")[0]["state"] == "running"
+        held.set()
+        waited = rag(env, "jobs", "--wait", job_id, "--json")
+        job = json.loads(waited.stdout)
+        assert job["state"] == "done", job
+        stored = len(rag_json(env, "stats")["sources"])
+        assert job["result"]["checked"] == stored, job
+        asked = [p for p in site.paths() if p != "/robots.txt"]
+        assert len(asked) == len(set(asked)) == stored, asked  # each page once, not twice
     finally:
         held.set()
         rag(env, "service", "stop")
