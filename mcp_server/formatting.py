@@ -145,8 +145,13 @@ def format_refresh(summary: RefreshSummary) -> str:
     """`更新確認: N ページ / 変更なし … / 更新 … / 削除 … / エラー …` plus details."""
     lines = [
         f"更新確認: {summary.checked}ページ / 変更なし: {summary.unchanged} / "
-        f"更新: {summary.updated} / 削除: {summary.removed} / エラー: {summary.errors}件",
+        f"更新: {summary.updated} / 移動: {summary.moved} / 削除: {summary.removed} / "
+        f"エラー: {summary.errors}件",
         f"埋め込んだチャンク: {summary.embedded}",
+    ]
+    lines += [
+        f"- 移動 (canonical URL の変更): {m['from']} → {m['to']}"
+        for m in summary.moved_pages[:MAX_LISTED_ERRORS]
     ]
     lines += [f"- 削除 (404/410): {url}" for url in summary.removed_urls[:MAX_LISTED_ERRORS]]
     pairs = [(d.get("url", ""), d.get("reason", "")) for d in summary.error_details]

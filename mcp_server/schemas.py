@@ -189,6 +189,10 @@ class RefreshOutput(BaseModel):
     errors: int = 0
     embedded: int = Field(0, description="Chunks embedded anew (0 when nothing changed).")
     removed_urls: list[str] = Field(default_factory=list)
+    moved: int = Field(0, description="Pages stored again under their new canonical URL.")
+    moved_pages: list[dict[str, str]] = Field(
+        default_factory=list, description='{"from": old URL, "to": new URL} per moved page.'
+    )
     joined: bool = Field(
         False, description="True when a refresh was already running: this is that job."
     )
@@ -203,6 +207,8 @@ class RefreshOutput(BaseModel):
             errors=summary.errors,
             embedded=summary.embedded,
             removed_urls=list(summary.removed_urls),
+            moved=summary.moved,
+            moved_pages=list(summary.moved_pages),
         )
 
     @classmethod

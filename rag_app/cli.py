@@ -205,8 +205,10 @@ async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     r = RefreshSummary.from_dict(job["result"])
     print(
         f"Refreshed {r.checked} web pages: unchanged={r.unchanged} updated={r.updated} "
-        f"removed={r.removed} errors={r.errors} (chunks embedded: {r.embedded})"
+        f"moved={r.moved} removed={r.removed} errors={r.errors} (chunks embedded: {r.embedded})"
     )
+    for moved in r.moved_pages:
+        print(f"  moved (canonical URL changed): {moved['from']} -> {moved['to']}")
     for url in r.removed_urls:
         print(f"  removed (gone): {url}")
     for detail in r.error_details:

@@ -13,6 +13,7 @@ Any other failure raises its one-line `RAGError` (the stored copy is kept).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,10 @@ from rag_app.crawl.crawler import WebCrawler
 from rag_app.crawl.exceptions import RedirectNotFollowedError
 from rag_app.crawl.pages import CrawledPage
 from rag_app.crawl.pages import NotModified as PageNotModified
+from rag_app.crawl.scope import page_key
+from rag_app.crawl.url_safety import AddressPolicy, parse_url
 from rag_app.documents import DocumentLimits
-from rag_app.errors import CrawlError, RAGError
+from rag_app.errors import CrawlError, RAGError, UrlRefusedError
 from rag_app.index.chroma_store import SourceRecord
 from rag_app.local_files import read_local_document
 
@@ -42,6 +45,8 @@ class Fetched:
     record_fields: dict[str, Any] = field(default_factory=dict)
     robots: frozenset[str] = frozenset()
     """A web page's `<meta name="robots">` directives (`noindex`: it asks not to be kept)."""
+    canonical: str = ""
+    """A web page's `<link rel="canonical">`, when it names one."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,33 @@ def from_page(page: CrawledPage, source: str = "") -> Fetched:
             "fetched_from": page.fetched_from or (page.url if page.url != stored_as else ""),
         },
         robots=page.robots,
+        canonical=page.canonical or "",
     )
+
+
+def new_home(outcome: Fetched, stored_as: str, policy: AddressPolicy) -> str | None:
+    """Where a refreshed web page now lives, when its stored URL no longer answers and it
+    was found where a crawl first met it (`SourceRecord.fetched_from`): the canonical URL
+    it names now, else that URL. None when it stays put: it names its stored URL still,
+    or it answered there (a page that answers is never moved, so two pages naming each
+    other as canonical cannot swap places at every refresh). A canonical URL on another
+    site is not followed, as in a crawl."""
+    here = outcome.record_fields.get("fetched_from") or stored_as
+    if page_key(here) == page_key(stored_as):
+        return None
+    home = here
+    if outcome.canonical:
+        with contextlib.suppress(UrlRefusedError):
+            named = parse_url(outcome.canonical, policy).url
+            if _host(named) == _host(stored_as):
+                home = named
+    if _host(home) != _host(stored_as) or page_key(home) == page_key(stored_as):
+        return None
+    return home
+
+
+def _host(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
 
 
 async def fetch_web(

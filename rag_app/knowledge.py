@@ -33,7 +33,7 @@ from rag_app.background import in_ingest_lane
 from rag_app.config import RAGSettings, SettingsError, get_settings, with_options
 from rag_app.crawl.crawler import WebCrawler, no_text_error
 from rag_app.crawl.pages import CrawledPage, utc_now_iso
-from rag_app.crawl.scope import CrawlScope
+from rag_app.crawl.scope import CrawlScope, page_key
 from rag_app.crawl_checkpoint import CrawlCheckpoint
 from rag_app.crawl_options import CrawlOptions
 from rag_app.documents import DocumentLimits
@@ -47,7 +47,7 @@ from rag_app.errors import (
     StoreUnavailableError,
     UnknownSourceError,
 )
-from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web
+from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web, new_home
 from rag_app.index.bm25_index import BM25Index, FieldWeights
 from rag_app.index.chroma_store import ChromaStore, SectionChunk, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
@@ -876,10 +876,11 @@ class KnowledgeBase:
         await self._remove_gone(crawler, gone, answered, summary)
         summary.error_details.sort(key=lambda d: d["url"])
         logger.info(
-            "Refresh: %d checked, %d unchanged, %d updated, %d removed, %d errors",
+            "Refresh: %d checked, %d unchanged, %d updated, %d moved, %d removed, %d errors",
             summary.checked,
             summary.unchanged,
             summary.updated,
+            summary.moved,
             summary.removed,
             summary.errors,
         )
@@ -900,6 +901,9 @@ class KnowledgeBase:
                 gone[url] = (why, record)  # a whole site turned noindex is kept too
                 return
             answered.add(_site(url))
+            home = new_home(outcome, url, crawler.policy) if isinstance(outcome, Fetched) else None
+            if home is not None and await self._move(outcome, record, home, summary):
+                return
             result = await self._apply(outcome, record, only_if_stored=True)
         except RAGError as err:
             summary.errors += 1
@@ -918,6 +922,33 @@ class KnowledgeBase:
             summary.updated += 1
             summary.chunks_stored += result.chunks
             summary.embedded += result.embedded
+
+    async def _move(
+        self, outcome: Fetched, record: SourceRecord, home: str, summary: RefreshSummary
+    ) -> bool:
+        """Store a refreshed page under the URL it now lives at (`new_home`: its canonical
+        URL changed) and drop the old copy, as a new crawl would have it; False (nothing
+        done) when the old copy was deleted or stored anew meanwhile. A page already
+        stored at its new home only loses the old copy."""
+        now = await asyncio.to_thread(self.store.get_source, record.source)
+        if now is None or (now.content_hash, now.indexed_at) != (
+            record.content_hash,
+            record.indexed_at,
+        ):
+            return False
+        if await asyncio.to_thread(self.store.get_source, home) is None:
+            here = outcome.record_fields.get("fetched_from") or record.source
+            found = "" if page_key(here) == page_key(home) else here
+            fields = {**outcome.record_fields, "fetched_from": found}
+            moved = dataclasses.replace(outcome, source=home, record_fields=fields)
+            result = await self._apply(moved, None)
+            summary.chunks_stored += result.chunks
+            summary.embedded += result.embedded
+        summary.moved += 1
+        summary.moved_pages.append({"from": record.source, "to": home})
+        logger.info("Moved %s to %s (its canonical URL changed)", record.source, home)
+        await self._locked(self._delete_if_unchanged, record)
+        return True
 
     async def _remove_gone(
         self,

@@ -288,6 +288,10 @@ class RefreshSummary:
     """Chunks that were embedded anew (0 when nothing changed)."""
     removed_urls: list[str] = field(default_factory=list)
     error_details: list[dict[str, str]] = field(default_factory=list)
+    moved: int = 0
+    """Stored again where the page now lives (its canonical URL changed), old copy dropped."""
+    moved_pages: list[dict[str, str]] = field(default_factory=list)
+    """`{"from": stored URL, "to": new URL}` for each moved page."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -369,3 +369,46 @@ async def test_a_second_refresh_joins_the_running_one(serial_kb: KnowledgeBase) 
         third = await kb.start_refresh()  # none running any more: a new job
         assert third["id"] != first["id"] and not third.get("joined")
         await kb.wait_job(third["id"])
+
+
+async def test_a_page_whose_canonical_url_changed_moves_to_it(
+    kb: KnowledgeBase, counting_embed: CountingEmbedding
+) -> None:
+    """p0.html named /docs/p0 (not served) as canonical and now names /docs/zero: the
+    refresh, which finds it at p0.html, stores it under /docs/zero and drops /docs/p0 (it
+    stayed under the dead URL forever, a new crawl taking /docs/zero for a duplicate of
+    it). The next refresh leaves it there."""
+    site = Site(pages=docs(2, {0: '<link rel="canonical" href="/docs/p0">'}))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        old, new = site.url("/docs/p0"), site.url("/docs/zero")
+        assert old in await stored(kb)
+        site.pages["/docs/p0.html"] = site.pages["/docs/p0.html"].replace("/docs/p0", "/docs/zero")
+        result = await kb.refresh()
+        assert (result.moved, result.removed, result.errors) == (1, 0, 0), result
+        assert result.moved_pages == [{"from": old, "to": new}], result
+        assert result.checked == result.unchanged + result.updated + result.moved
+        sources = await stored(kb)
+        assert new in sources and old not in sources, sources
+        hits = (await kb.retrieve("topic0", mode="bm25")).hits
+        assert hits and hits[0].source_url == new, hits
+        record = kb.store.get_source(new)
+        assert record is not None and record.fetched_from == site.url("/docs/p0.html")
+        texts = counting_embed.texts
+        again = await kb.refresh()
+        assert (again.moved, again.removed, again.errors) == (0, 0, 0), again
+        assert new in await stored(kb) and counting_embed.texts == texts
+
+
+async def test_a_page_that_answers_where_it_is_stored_is_not_moved(kb: KnowledgeBase) -> None:
+    """Two pages naming each other as canonical must not swap places at every refresh: a
+    page that answers at its stored URL stays there, whatever canonical URL it names."""
+    site = Site(pages=docs(2))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        before = await stored(kb)
+        site.pages["/docs/p0.html"] = html(
+            "Page 0", "Other text about topic0.", head='<link rel="canonical" href="p1.html">'
+        )
+        result = await kb.refresh()
+        assert (result.moved, result.updated) == (0, 1) and await stored(kb) == before, result
