@@ -69,7 +69,7 @@ class CrawlCheckpoint:
     def _parse(cls, raw: object) -> CrawlCheckpoint:
         if not isinstance(raw, dict):
             raise TypeError("not a mapping")
-        start = _url(raw["start"])
+        start = web_url(raw["start"])
         seen = raw["seen"]
         pending = raw["pending"]
         if not isinstance(seen, list) or len(seen) > MAX_SEEN:
@@ -81,14 +81,14 @@ class CrawlCheckpoint:
             url, depth = item
             if type(depth) is not int or not 0 < depth <= MAX_DEPTH:
                 raise ValueError(f"bad depth {depth!r}")
-            queued.append((_url(url), depth))
+            queued.append((web_url(url), depth))
         scheduled, done = raw["scheduled"], raw["done"]
         if not (type(scheduled) is int and type(done) is int and 0 <= done <= scheduled):
             raise ValueError("bad counters")
         return cls(
             start=start,
-            origin=_url(raw["origin"]),
-            seen=[_url(key) for key in seen],
+            origin=web_url(raw["origin"]),
+            seen=[web_url(key) for key in seen],
             pending=queued,
             scheduled=scheduled,
             done=done,
@@ -96,7 +96,8 @@ class CrawlCheckpoint:
         )
 
 
-def _url(value: object) -> str:
+def web_url(value: object) -> str:
+    """`value` if it is a web URL of sane length, else ValueError."""
     if not isinstance(value, str) or not 0 < len(value) <= MAX_URL_CHARS:
         raise ValueError("bad URL")
     parts = urlsplit(value)  # raises ValueError for a bad port or a broken IPv6 host
@@ -131,4 +132,4 @@ def _summary(raw: object) -> dict[str, Any]:
     return summary.to_dict()
 
 
-__all__ = ["CrawlCheckpoint"]
+__all__ = ["CrawlCheckpoint", "web_url"]

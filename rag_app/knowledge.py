@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from cachetools import LRUCache
 from llama_index.core import Document
@@ -33,7 +32,7 @@ from rag_app.background import in_ingest_lane
 from rag_app.config import RAGSettings, SettingsError, get_settings, with_options
 from rag_app.crawl.crawler import WebCrawler, no_text_error
 from rag_app.crawl.pages import CrawledPage, utc_now_iso
-from rag_app.crawl.scope import CrawlScope, page_key
+from rag_app.crawl.scope import CrawlScope
 from rag_app.crawl_checkpoint import CrawlCheckpoint
 from rag_app.crawl_options import CrawlOptions
 from rag_app.documents import DocumentLimits
@@ -47,7 +46,7 @@ from rag_app.errors import (
     StoreUnavailableError,
     UnknownSourceError,
 )
-from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web, new_home
+from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web
 from rag_app.index.bm25_index import BM25Index, FieldWeights
 from rag_app.index.chroma_store import ChromaStore, SectionChunk, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
@@ -85,6 +84,8 @@ from rag_app.passages import (
     reading_text,
     section_forms,
 )
+from rag_app.refresh import Refresh
+from rag_app.refresh_checkpoint import RefreshCheckpoint
 from rag_app.results import (
     CheckReport,
     CrawlSummary,
@@ -131,26 +132,6 @@ def _file_error(err: Exception) -> str:
     if isinstance(err, RecursionError):
         return "its structure is nested too deeply to parse."
     return f"it could not be read ({type(err).__name__}: {err})."
-
-
-SITE_GONE_MIN = 3
-"""A refresh removes no page of a site where at least this many stored pages are gone
-and none answered (see `KnowledgeBase._remove_gone`)."""
-
-
-def _why_gone(outcome: Fetched | NotModified | Gone) -> str | None:
-    """Why a refresh takes a stored page for gone: 404/410, or it now asks not to be
-    indexed; None when it is there."""
-    if isinstance(outcome, Gone):
-        return outcome.reason
-    if isinstance(outcome, Fetched) and "noindex" in outcome.robots:
-        return "The page now asks not to be indexed (noindex)."
-    return None
-
-
-def _site(url: str) -> str:
-    """The site of a URL: its host (`http` and `https` of one host are one site)."""
-    return (urlsplit(url).hostname or "").lower()
 
 
 def _deleted_meanwhile(source: str) -> UnknownSourceError:
@@ -736,7 +717,12 @@ class KnowledgeBase:
         ).to_dict()
 
     async def start_refresh(
-        self, *, job_id: str | None = None, attempt: int = 1, crashes: int = 0
+        self,
+        *,
+        job_id: str | None = None,
+        attempt: int = 1,
+        crashes: int = 0,
+        resume: RefreshCheckpoint | None = None,
     ) -> dict[str, Any]:
         """Start a refresh job (see `refresh`) and return it at once. While one runs, a new
         start returns that job marked `joined` instead (a second refresh would fetch every
@@ -747,14 +733,17 @@ class KnowledgeBase:
 
         async def work(progress: Progress, job: Job) -> dict[str, Any]:
             job.live = summary = RefreshSummary()
-            await self.refresh(progress=progress, summary=summary)
+            await self.refresh(
+                progress=progress, summary=summary, checkpoint=job.checkpoint, resume=resume
+            )
             return summary.to_dict()
 
+        spec = {} if resume is None else {"checkpoint": resume.to_dict()}
         return self._jobs.start(
             "refresh",
             "stored web pages",
             work,
-            spec={},
+            spec=spec,
             job_id=job_id,
             attempt=attempt,
             crashes=crashes,
@@ -795,7 +784,10 @@ class KnowledgeBase:
                         resume=CrawlCheckpoint.parse(spec.get("checkpoint")),
                     )  # fmt: skip
                 elif kind == "refresh":
-                    await self.start_refresh(job_id=job_id, attempt=attempt, crashes=crashes)
+                    await self.start_refresh(
+                        job_id=job_id, attempt=attempt, crashes=crashes,
+                        resume=RefreshCheckpoint.parse(spec.get("checkpoint")),
+                    )  # fmt: skip
                 else:
                     raise RAGError(f"unknown job kind {kind!r}")
             except (RAGError, KeyError, TypeError, ValueError) as err:
@@ -844,185 +836,32 @@ class KnowledgeBase:
 
     @_storage_guard
     async def refresh(
-        self, progress: Progress | None = None, *, summary: RefreshSummary | None = None
+        self,
+        progress: Progress | None = None,
+        *,
+        summary: RefreshSummary | None = None,
+        checkpoint: Callable[[dict[str, Any]], object] | None = None,
+        resume: RefreshCheckpoint | None = None,
     ) -> RefreshSummary:
         """Re-check every stored web page with a conditional request: re-ingest what
-        changed, remove what is gone (404/410, or now `noindex`), leave the rest (no
-        embedding). Removals wait until every page is checked: a site none of whose
-        pages answers (an outage, an expired domain) keeps its pages (`_remove_gone`)."""
+        changed, store a page moved to a new canonical URL there, remove what is gone
+        (404/410, or now `noindex`), leave the rest (no embedding); see
+        `rag_app.refresh`. `checkpoint` receives what it did as it goes; `resume` goes on
+        counting from such a checkpoint."""
         await self.open()
-        summary = summary if summary is not None else RefreshSummary()
         records = [r for r in await asyncio.to_thread(self.store.list_sources) if r.kind == "web"]
-        crawler = self.crawler()
-        total = len(records)
-        queue: asyncio.Queue[SourceRecord] = asyncio.Queue()
-        for record in records:
-            queue.put_nowait(record)
-        if progress:
-            progress(0, total)
-        gone: dict[str, tuple[str, SourceRecord]] = {}  # url → why, the record checked
-        answered: set[str] = set()  # sites with a page that is still there
-
-        async def worker() -> None:
-            while not queue.empty():
-                record = queue.get_nowait()
-                await self._refresh_one(crawler, record, summary, gone, answered)
-                summary.checked += 1
-                if progress:
-                    progress(summary.checked, total)
-
-        workers = min(self.settings.rag_crawl_concurrency, max(total, 1))
-        await asyncio.gather(*(worker() for _ in range(workers)))
-        await self._remove_gone(crawler, gone, answered, summary)
-        summary.error_details.sort(key=lambda d: d["url"])
-        logger.info(
-            "Refresh: %d checked, %d unchanged, %d updated, %d moved, %d removed, %d errors",
-            summary.checked,
-            summary.unchanged,
-            summary.updated,
-            summary.moved,
-            summary.removed,
-            summary.errors,
+        run = Refresh(
+            self.crawler(),
+            self.store,
+            self._apply,
+            self._locked,
+            concurrency=self.settings.rag_crawl_concurrency,
+            summary=summary,
+            progress=progress,
+            checkpoint=checkpoint,
+            resume=resume,
         )
-        return summary
-
-    async def _refresh_one(
-        self,
-        crawler: WebCrawler,
-        record: SourceRecord,
-        summary: RefreshSummary,
-        gone: dict[str, tuple[str, SourceRecord]],
-        answered: set[str],
-    ) -> None:
-        url = record.source
-        try:
-            outcome = await fetch_web(crawler, url, record, or_where_found=True)
-            if (why := _why_gone(outcome)) is not None:
-                gone[url] = (why, record)  # a whole site turned noindex is kept too
-                return
-            answered.add(_site(url))
-            home = new_home(outcome, url, crawler.policy) if isinstance(outcome, Fetched) else None
-            if home is not None and await self._move(outcome, record, home, summary):
-                return
-            result = await self._apply(outcome, record, only_if_stored=True)
-        except RAGError as err:
-            summary.errors += 1
-            summary.error_details.append({"url": url, "reason": str(err)})
-            return
-        except Exception as err:  # one page must never stop the refresh
-            logger.exception("Unexpected error refreshing %s", url)
-            summary.errors += 1
-            summary.error_details.append(
-                {"url": url, "reason": f"Unexpected error ({type(err).__name__})."}
-            )
-            return
-        if result.unchanged:
-            summary.unchanged += 1
-        else:
-            summary.updated += 1
-            summary.chunks_stored += result.chunks
-            summary.embedded += result.embedded
-
-    async def _move(
-        self, outcome: Fetched, record: SourceRecord, home: str, summary: RefreshSummary
-    ) -> bool:
-        """Store a refreshed page under the URL it now lives at (`new_home`: its canonical
-        URL changed) and drop the old copy, as a new crawl would have it; False (nothing
-        done) when the old copy was deleted or stored anew meanwhile. A page already
-        stored at its new home only loses the old copy."""
-        now = await asyncio.to_thread(self.store.get_source, record.source)
-        if now is None or (now.content_hash, now.indexed_at) != (
-            record.content_hash,
-            record.indexed_at,
-        ):
-            return False
-        if await asyncio.to_thread(self.store.get_source, home) is None:
-            here = outcome.record_fields.get("fetched_from") or record.source
-            found = "" if page_key(here) == page_key(home) else here
-            fields = {**outcome.record_fields, "fetched_from": found}
-            moved = dataclasses.replace(outcome, source=home, record_fields=fields)
-            result = await self._apply(moved, None)
-            summary.chunks_stored += result.chunks
-            summary.embedded += result.embedded
-        summary.moved += 1
-        summary.moved_pages.append({"from": record.source, "to": home})
-        logger.info("Moved %s to %s (its canonical URL changed)", record.source, home)
-        await self._locked(self._delete_if_unchanged, record)
-        return True
-
-    async def _remove_gone(
-        self,
-        crawler: WebCrawler,
-        gone: dict[str, tuple[str, SourceRecord]],
-        answered: set[str],
-        summary: RefreshSummary,
-    ) -> None:
-        """Remove the pages a refresh found gone (asked once more first), except on sites
-        where at least `SITE_GONE_MIN` pages were gone and none answered: a site answering
-        404 (or `noindex`) to everything is more likely down or misconfigured than
-        emptied, and one refresh must not wipe it (its pages are reported; `rag delete`
-        removes them)."""
-        by_site: dict[str, list[str]] = {}
-        for url in gone:
-            by_site.setdefault(_site(url), []).append(url)
-        for site, urls in sorted(by_site.items()):
-            if site not in answered and len(urls) >= SITE_GONE_MIN:
-                for url in sorted(urls):
-                    summary.errors += 1
-                    summary.error_details.append(
-                        {
-                            "url": url,
-                            "reason": f"{gone[url][0]} Every stored page of {site} is gone "
-                            "at once, so none was removed (a site down or moved?); "
-                            "`rag delete` them if the site is really gone.",
-                        }
-                    )
-                continue
-            for url in sorted(urls):
-                still, doubt = await self._still_gone(crawler, gone[url][1])
-                if doubt is not None:  # cannot tell: kept, the next refresh asks again
-                    summary.errors += 1
-                    summary.error_details.append({"url": url, "reason": doubt})
-                    continue
-                if not still:
-                    summary.unchanged += 1  # back since (a deploy, a page added again): kept
-                    continue
-
-                def counted(removed: int | None, url: str = url) -> None:
-                    """Counted once the delete is durable, even after a cancel."""
-                    if removed is None:  # deleted, or stored again, since it was checked
-                        summary.unchanged += 1
-                        return
-                    logger.info("Deleted %s: %d chunks", url, removed)
-                    summary.removed += 1
-                    summary.removed_urls.append(url)
-
-                await self._locked(self._delete_if_unchanged, gone[url][1], then=counted)
-
-    @staticmethod
-    async def _still_gone(crawler: WebCrawler, record: SourceRecord) -> tuple[bool, str | None]:
-        """Asked once more before its removal: (still gone, why it cannot tell). A page
-        gone for a moment (a deploy, a flapping server) or stored again meanwhile answers
-        now and is kept; any failure keeps it too."""
-        try:
-            outcome = await fetch_web(crawler, record.source, record, or_where_found=True)
-        except RAGError as err:
-            return False, f"{err} (it had answered 404/410; kept)"
-        except Exception as err:  # one page must never stop the refresh
-            logger.exception("Unexpected error re-checking %s", record.source)
-            return False, f"Unexpected error ({type(err).__name__}); kept."
-        return _why_gone(outcome) is not None, None
-
-    def _delete_if_unchanged(self, checked: SourceRecord) -> int | None:
-        """Delete a source in the write's turn if its record is still the one a refresh
-        found gone (a page added again meanwhile is kept); None when it was not deleted."""
-        now = self.store.get_source(checked.source)
-        if now is None or (now.content_hash, now.indexed_at) != (
-            checked.content_hash,
-            checked.indexed_at,
-        ):
-            return None
-        return self.store.delete_source(checked.source)
+        return await run.run(records)
 
     @_storage_guard
     async def index_dir(

@@ -33,9 +33,13 @@ class StaticSite:
     """(path, `time.monotonic()`) of each request, in arrival order."""
     held: dict[str, threading.Event] = field(default_factory=dict)
     """Paths whose requests wait until their event is set (at most `HOLD_LIMIT_SEC`)."""
+    held_after: dict[str, int] = field(default_factory=dict)
+    """How many requests of a held path go through before the hold starts."""
 
-    def hold(self, path: str) -> threading.Event:
-        """Make requests for `path` wait until the returned event is set."""
+    def hold(self, path: str, after: int = 0) -> threading.Event:
+        """Make requests for `path` wait until the returned event is set; with `after`,
+        from the request that comes after that many more."""
+        self.held_after[path] = self.paths().count(path) + after
         return self.held.setdefault(path, threading.Event())
 
     def url(self, path: str) -> str:
@@ -50,9 +54,10 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.site.arrivals.append((self.path, time.monotonic()))
+        earlier = self.site.paths().count(self.path)
         self.site.requests.append((self.path, self.headers.get("If-Modified-Since", "")))
         gate = self.site.held.get(self.path)
-        if gate is not None:
+        if gate is not None and earlier >= self.site.held_after.get(self.path, 0):
             gate.wait(HOLD_LIMIT_SEC)
         super().do_GET()
 

@@ -18,7 +18,8 @@ from aiohttp import web
 
 from rag_app.config import RAGSettings
 from rag_app.crawl_options import CrawlOptions
-from rag_app.knowledge import SITE_GONE_MIN, KnowledgeBase
+from rag_app.knowledge import KnowledgeBase
+from rag_app.refresh import SITE_GONE_MIN
 from tests.conftest import CountingEmbedding
 from tests.programmable_site import Site, html, running
 

@@ -301,3 +301,59 @@ def test_a_second_rag_refresh_joins_the_running_one_and_its_ctrl_c_leaves_it_run
     finally:
         held.set()
         rag(env, "service", "stop")
+
+
+def test_a_refresh_cut_off_by_a_killed_owner_reports_the_whole_jobs_work(
+    tmp_path: Path, site: StaticSite
+) -> None:
+    """kill -9 of the owner between two removals of a refresh: the next owner resumes it,
+    and its summary counts what the first attempt did too (it started over: the page
+    removed before the kill was missing, the page updated before counted unchanged)."""
+    env = store_env(tmp_path, RAG_CRAWL_CONCURRENCY="1", RAG_CRAWL_DELAY_SEC="0")
+    try:
+        done = rag(env, "crawl", site.url("/docs/"), "--max-depth", "10", "--exclude", "_static")
+        assert done.returncode == 3, done.stderr  # missing.html: a partial failure
+        pages = len(rag_json(env, "stats")["sources"])
+        first, second = "/docs/guide/deep/a.html", "/docs/guide/deep/b.html"
+        (site.root / first.lstrip("/")).unlink()
+        (site.root / second.lstrip("/")).unlink()
+        changed = site.root / "docs/guide/usage.html"
+        changed.write_text(page("Usage", "Fill the kettle with cold water only."))
+        future = time.time() + 5
+        os.utime(changed, (future, future))  # newer than the stored Last-Modified
+        held = site.hold(second, after=1)  # its second ask, right before its removal
+        started = rag(env, "refresh", "--background")
+        found = re.search(r"job ([0-9a-f]{8})", started.stdout)
+        assert started.returncode == 0 and found, started.stdout
+        job_id = found.group(1)
+        journal = tmp_path / "chroma_db" / JOURNAL_FILE
+        deadline = time.monotonic() + 60
+        while site.paths().count(second) < 2 or not recorded_checkpoint(journal, job_id).get(
+            "removed_urls"
+        ):
+            assert time.monotonic() < deadline, recorded_checkpoint(journal, job_id)
+            time.sleep(0.05)
+        checkpoint = recorded_checkpoint(journal, job_id)
+        assert checkpoint["removed_urls"] == [site.url(first)], checkpoint
+        assert checkpoint["updated_urls"] == [site.url("/docs/guide/usage.html")], checkpoint
+        pid = owner_pid(env)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        wait_gone(pid)
+        held.set()
+
+        listed = rag_json(env, "jobs")  # a new owner resumes the refresh
+        assert [(j["id"], j["attempt"]) for j in listed] == [(job_id, 2)], listed
+        waited = rag(env, "jobs", "--wait", job_id, "--json")
+        job = json.loads(waited.stdout)
+        assert job["state"] == "done", job
+        result = job["result"]
+        assert result["removed_urls"] == [site.url(first), site.url(second)], result
+        assert (result["removed"], result["updated"], result["errors"]) == (2, 1, 0), result
+        assert result["checked"] == pages, result
+        assert result["unchanged"] == pages - 3, result
+        assert len(rag_json(env, "stats")["sources"]) == pages - 2
+    finally:
+        for event in site.held.values():
+            event.set()
+        rag(env, "service", "stop")
