@@ -12,6 +12,7 @@ from mcp_server.arguments import check_arguments
 from mcp_server.loader import KnowledgeBaseFactory
 from mcp_server.tools import TOOLS
 from rag_app.config import RAGSettings, get_settings
+from rag_app.failure_text import failure_line
 
 SERVER_NAME = "rag"
 
@@ -27,14 +28,15 @@ pages, rag_delete removes a source, rag_stats lists what is stored."""
 
 
 class RagServer(MCPServer[AppContext]):
-    """MCPServer whose tools answer bad arguments with one sentence naming the argument."""
+    """MCPServer whose tools answer bad arguments with one sentence naming the argument,
+    in the tools' failure frame (`エラー: 検索に失敗しました。 原因: …`)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         tool = self._tool_manager.get_tool(name)
         if tool is not None:
             problem = check_arguments(name, tool.parameters, arguments or {})
-            if problem is not None:
-                raise ToolError(problem)
+            if problem is not None:  # framed as every other failure of the tool
+                raise ToolError(failure_line(name, problem))
         return await super().call_tool(name, arguments, context)
 
 

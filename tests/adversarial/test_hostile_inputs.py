@@ -58,8 +58,10 @@ async def test_oversized_query_and_arguments(tmp_path: Path, env: dict[str, str]
             {"query": "x", "n_results": 2.5},
             {"query": "x", "mode": "everything"},
         ):
-            one_line(await client.call_tool("rag_search", args))
+            refused = one_line(await client.call_tool("rag_search", args))
+            assert refused.startswith("エラー: 検索に失敗しました。 原因: "), refused
         long_url = await client.call_tool("rag_add", {"url": "http://a.example/" + "a" * 9000})
+        assert one_line(long_url).startswith("エラー: ページの取り込みに失敗しました。 原因: ")
         assert "'url'" in one_line(long_url)
         for source in ("/a\x00b", "./x\x00", "y" * 300):  # paths the system refuses
             for tool, args in (
