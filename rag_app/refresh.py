@@ -127,6 +127,7 @@ class Refresh:
         workers = min(self._concurrency, max(len(records), 1))
         await asyncio.gather(*(worker() for _ in range(workers)))
         await self._remove_gone()
+        summary.removed_urls.sort()
         summary.error_details.sort(key=lambda d: d["url"])
         logger.info(
             "Refresh: %d checked, %d unchanged, %d updated, %d moved, %d removed, %d errors",
@@ -204,48 +205,62 @@ class Refresh:
         return True
 
     async def _remove_gone(self) -> None:
-        """Remove the pages found gone (asked once more first), except on sites where at
-        least `SITE_GONE_MIN` pages were gone and none answered: a site answering 404 (or
-        `noindex`) to everything is more likely down or misconfigured than emptied, and
-        one refresh must not wipe it (its pages are reported; `rag delete` removes them)."""
+        """Remove the pages found gone (asked once more first, several at a time as in
+        the first pass), except on sites where at least `SITE_GONE_MIN` pages were gone
+        and none answered: a site answering 404 (or `noindex`) to everything is more
+        likely down or misconfigured than emptied, and one refresh must not wipe it (its
+        pages are reported; `rag delete` removes them)."""
         summary, gone = self.summary, self._gone
         by_site: dict[str, list[str]] = {}
         for url in gone:
             by_site.setdefault(site_of(url), []).append(url)
+        queue: asyncio.Queue[str] = asyncio.Queue()
         for site, urls in sorted(by_site.items()):
-            if site not in self._answered and len(urls) >= SITE_GONE_MIN:
+            if site in self._answered or len(urls) < SITE_GONE_MIN:
                 for url in sorted(urls):
-                    summary.errors += 1
-                    summary.error_details.append(
-                        {
-                            "url": url,
-                            "reason": f"{gone[url][0]} Every stored page of {site} is gone "
-                            "at once, so none was removed (a site down or moved?); "
-                            "`rag delete` them if the site is really gone.",
-                        }
-                    )
+                    queue.put_nowait(url)
                 continue
             for url in sorted(urls):
-                still, doubt = await self._still_gone(gone[url][1])
-                if doubt is not None:  # cannot tell: kept, the next refresh asks again
-                    summary.errors += 1
-                    summary.error_details.append({"url": url, "reason": doubt})
-                    continue
-                if not still:
-                    summary.unchanged += 1  # back since (a deploy, a page added again): kept
-                    continue
+                summary.errors += 1
+                summary.error_details.append(
+                    {
+                        "url": url,
+                        "reason": f"{gone[url][0]} Every stored page of {site} is gone "
+                        "at once, so none was removed (a site down or moved?); "
+                        "`rag delete` them if the site is really gone.",
+                    }
+                )
 
-                def counted(removed: int | None, url: str = url) -> None:
-                    """Counted once the delete is durable, even after a cancel."""
-                    if removed is None:  # deleted, or stored again, since it was checked
-                        summary.unchanged += 1
-                        return
-                    logger.info("Deleted %s: %d chunks", url, removed)
-                    summary.removed += 1
-                    summary.removed_urls.append(url)
-                    self._save(force=True)
+        async def worker() -> None:
+            while not queue.empty():
+                await self._remove(queue.get_nowait())
 
-                await self._locked(self._delete_if_unchanged, gone[url][1], then=counted)
+        workers = min(self._concurrency, queue.qsize())
+        await asyncio.gather(*(worker() for _ in range(workers)))
+
+    async def _remove(self, url: str) -> None:
+        """Ask a gone page once more, and remove it if it is still gone and unchanged."""
+        summary, record = self.summary, self._gone[url][1]
+        still, doubt = await self._still_gone(record)
+        if doubt is not None:  # cannot tell: kept, the next refresh asks again
+            summary.errors += 1
+            summary.error_details.append({"url": url, "reason": doubt})
+            return
+        if not still:
+            summary.unchanged += 1  # back since (a deploy, a page added again): kept
+            return
+
+        def counted(removed: int | None) -> None:
+            """Counted once the delete is durable, even after a cancel."""
+            if removed is None:  # deleted, or stored again, since it was checked
+                summary.unchanged += 1
+                return
+            logger.info("Deleted %s: %d chunks", url, removed)
+            summary.removed += 1
+            summary.removed_urls.append(url)
+            self._save(force=True)
+
+        await self._locked(self._delete_if_unchanged, record, then=counted)
 
     async def _still_gone(self, record: SourceRecord) -> tuple[bool, str | None]:
         """Asked once more before its removal: (still gone, why it cannot tell). A page

@@ -413,3 +413,38 @@ async def test_a_page_that_answers_where_it_is_stored_is_not_moved(kb: Knowledge
         )
         result = await kb.refresh()
         assert (result.moved, result.updated) == (0, 1) and await stored(kb) == before, result
+
+
+async def test_the_gone_pages_are_asked_again_several_at_a_time(kb: KnowledgeBase) -> None:
+    """The second check before a removal runs beside the others (as the first pass
+    does): a gone page whose second answer is slow does not hold up the rest."""
+    site = Site(pages=docs(4))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        go = asyncio.Event()
+        asked: list[str] = []
+
+        def gone_page(path: str) -> Any:
+            async def handler(_r: web.Request) -> web.Response:
+                asked.append(path)
+                if path == "/docs/p1.html" and asked.count(path) == 2:
+                    await asyncio.wait_for(go.wait(), 10)  # its second check hangs
+                return web.Response(status=404, text="gone")
+
+            return handler
+
+        for path in ("/docs/p1.html", "/docs/p2.html"):
+            site.override[path] = gone_page(path)
+        job = await kb.start_refresh()
+        for _ in range(40):  # 2 s: below the fetch timeout, which would end p1's check
+            if asked.count("/docs/p1.html") == 2 and asked.count("/docs/p2.html") == 2:
+                break
+            await asyncio.sleep(0.05)
+        both = asked.count("/docs/p2.html") == 2
+        go.set()
+        done = await kb.wait_job(job["id"])
+        assert both, asked  # p2's second check did not wait for p1's
+        assert done["result"]["removed_urls"] == [
+            site.url("/docs/p1.html"),
+            site.url("/docs/p2.html"),
+        ]
