@@ -357,3 +357,28 @@ def test_a_refresh_cut_off_by_a_killed_owner_reports_the_whole_jobs_work(
         for event in site.held.values():
             event.set()
         rag(env, "service", "stop")
+
+
+def test_ctrl_c_at_any_moment_of_rag_crawls_start_leaves_no_job_running(
+    tmp_path: Path, site: StaticSite
+) -> None:
+    """Ctrl-C while `rag crawl` is still starting (the store service starting, the job
+    being started in it, its first page asked): whenever it comes, no crawl is left
+    running in the service with no one following it."""
+    held = site.hold("/docs/")  # the start page: no crawl can end by itself
+    env = store_env(tmp_path, RAG_CRAWL_TIMEOUT_SEC="300")
+    try:
+        for delay in (0.3, 1.0, 2.0, 4.0):
+            crawl = rag_async(env, "crawl", site.url("/docs/"), "--max-depth", "3", ctrl_c=True)
+            time.sleep(delay)
+            crawl.send_signal(signal.SIGINT)
+            _out, err = crawl.communicate(timeout=60)
+            assert crawl.returncode in (130, 1), (delay, crawl.returncode, err)
+            assert "Traceback" not in err, err
+            if owner_pid(env) is None:
+                continue  # stopped before the service was asked for anything
+            running = [j for j in rag_json(env, "jobs") if j["state"] == "running"]
+            assert not running, (delay, running)
+    finally:
+        held.set()
+        rag(env, "service", "stop")
