@@ -20,7 +20,7 @@ from rag_app.console import VersionAction, guarded, progress_reporter
 from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.failure_text import failure_line
-from rag_app.limits import MAX_CRAWL_PAGES, without_surrogates
+from rag_app.limits import MAX_CRAWL_PAGES, MAX_REJOINS, without_surrogates
 from rag_app.results import SEARCH_MODES, CrawlSummary, RefreshSummary
 
 if TYPE_CHECKING:  # settings (pydantic) and asyncio are imported after the arguments are read
@@ -124,11 +124,17 @@ being stored is finished first); a second Ctrl-C leaves at once."""
 
 
 async def _follow_job(
-    kb: KnowledgeBase, job: dict[str, Any], desc: str, unit: str, stopping: str = ""
+    kb: KnowledgeBase,
+    job: dict[str, Any],
+    desc: str,
+    unit: str,
+    stopping: str = "",
+    *,
+    cancel: bool = True,
 ) -> dict[str, Any]:
     """Wait for a job with a progress bar; Ctrl-C cancels the job (committed work stays)
-    and returns once it has stopped, so the next `rag jobs` shows it cancelled. A job this
-    command joined (started by another client) is left running: Ctrl-C stops the wait."""
+    and returns once it has stopped, so the next `rag jobs` shows it cancelled. Without
+    `cancel` (a job another client started, `rag jobs --wait`) Ctrl-C stops the wait only."""
     import asyncio
 
     update, close = progress_reporter(desc, unit)
@@ -136,7 +142,7 @@ async def _follow_job(
         return await kb.wait_job(job["id"], progress=update)
     except asyncio.CancelledError:
         close()
-        if job.get("joined"):
+        if not cancel:
             raise
         stopped = await asyncio.shield(kb.cancel_job(job["id"]))
         if stopped["state"] == "running":
@@ -194,11 +200,22 @@ async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         print(joined if job.get("joined") else started)
         print(f"  progress: rag jobs / cancel: rag jobs --cancel {job['id']}")
         return 0
-    if job.get("joined"):
-        print(f"{joined}; following it (Ctrl-C stops following, not the refresh).", file=sys.stderr)
-    job = await _follow_job(
-        kb, job, "Refreshing", "page", "Stopping the refresh (a page being stored is finished)..."
-    )
+    for _ in range(MAX_REJOINS):
+        if job.get("joined"):
+            print(f"{joined}; following it (Ctrl-C stops following, not the refresh).",
+                  file=sys.stderr)  # fmt: skip
+        followed = await _follow_job(
+            kb, job, "Refreshing", "page",
+            "Stopping the refresh (a page being stored is finished)...",
+            cancel=not job.get("joined"),
+        )  # fmt: skip
+        if not (job.get("joined") and followed["state"] == "cancelled"):
+            break
+        print("The refresh it followed was cancelled by another client; starting one.",
+              file=sys.stderr)  # fmt: skip
+        job = await _start_job(kb, kb.start_refresh())
+        joined = f"A refresh is already running: job {job['id']}"
+    job = followed
     if job["state"] != "done":
         print(f"error: the refresh did not finish: {job['error'] or 'cancelled'}", file=sys.stderr)
         return 1
@@ -234,7 +251,7 @@ async def _cmd_jobs(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         print(f"{job['id']}: {job['state']}")
         return 0 if job["state"] != "running" else 1
     if args.wait:
-        job = await _follow_job(kb, {"id": args.wait}, "Waiting", "page")
+        job = await _follow_job(kb, {"id": args.wait}, "Waiting", "page", cancel=False)
         print(json.dumps(job, ensure_ascii=False, indent=2) if args.json else _job_line(job))
         return 0 if job["state"] == "done" else 1
     jobs = await kb.jobs()

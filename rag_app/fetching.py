@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,10 @@ from urllib.parse import unquote, urlsplit
 from rag_app.background import in_ingest_lane
 from rag_app.crawl.crawler import WebCrawler
 from rag_app.crawl.exceptions import RedirectNotFollowedError
+from rag_app.crawl.links import same_site
 from rag_app.crawl.pages import CrawledPage
 from rag_app.crawl.pages import NotModified as PageNotModified
-from rag_app.crawl.scope import page_key
+from rag_app.crawl.scope import CrawlScope, page_key
 from rag_app.crawl.url_safety import AddressPolicy, parse_url
 from rag_app.documents import DocumentLimits
 from rag_app.errors import CrawlError, RAGError, UrlRefusedError
@@ -47,6 +49,8 @@ class Fetched:
     """A web page's `<meta name="robots">` directives (`noindex`: it asks not to be kept)."""
     canonical: str = ""
     """A web page's `<link rel="canonical">`, when it names one."""
+    answered_at: str = ""
+    """The URL that answered with this content (a web page asked where it was found)."""
 
 
 @dataclass(frozen=True)
@@ -85,32 +89,34 @@ def from_page(page: CrawledPage, source: str = "") -> Fetched:
         },
         robots=page.robots,
         canonical=page.canonical or "",
+        answered_at=page.url,
     )
 
 
 def new_home(outcome: Fetched, stored_as: str, policy: AddressPolicy) -> str | None:
     """Where a refreshed web page now lives, when its stored URL no longer answers and it
-    was found where a crawl first met it (`SourceRecord.fetched_from`): the canonical URL
-    it names now, else that URL. None when it stays put: it names its stored URL still,
-    or it answered there (a page that answers is never moved, so two pages naming each
-    other as canonical cannot swap places at every refresh). A canonical URL on another
-    site is not followed, as in a crawl."""
-    here = outcome.record_fields.get("fetched_from") or stored_as
-    if page_key(here) == page_key(stored_as):
+    answered where a crawl first met it (`SourceRecord.fetched_from`): the canonical URL
+    it names now when a crawl from there would store it under that URL (same site and
+    port, within that page's folder or the stored URL's), else the URL it answered at.
+    None when it stays put: it names its stored URL still, or it answered there (a page
+    that answers is never moved, so two pages naming each other as canonical cannot swap
+    places at every refresh)."""
+    here = outcome.answered_at or stored_as
+    if page_key(here) == page_key(stored_as) or not same_site(here, stored_as):
         return None
     home = here
     if outcome.canonical:
         with contextlib.suppress(UrlRefusedError):
             named = parse_url(outcome.canonical, policy).url
-            if _host(named) == _host(stored_as):
+            if _within(named, here) or _within(named, stored_as):
                 home = named
-    if _host(home) != _host(stored_as) or page_key(home) == page_key(stored_as):
-        return None
-    return home
+    return None if page_key(home) == page_key(stored_as) else home
 
 
-def _host(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
+def _within(url: str, of: str) -> bool:
+    """`url` is what a crawl from `of` would take: same site and port, and inside its
+    folder once dot segments are resolved (`/docs/../admin` is not in `/docs/`)."""
+    return CrawlScope.build(of).admits(page_key(url))
 
 
 async def fetch_web(
@@ -132,6 +138,9 @@ async def fetch_web(
     if isinstance(outcome, Gone) and alt:
         found = await _fetch_web(crawler, alt, url, old)
         return outcome if isinstance(found, Gone) else found
+    if isinstance(outcome, Fetched) and alt:  # it answered at its URL: where it was found
+        fields = {**outcome.record_fields, "fetched_from": alt}  # stays the fallback
+        outcome = dataclasses.replace(outcome, record_fields=fields)
     return outcome
 
 

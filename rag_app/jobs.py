@@ -141,6 +141,9 @@ class JobRegistry:
                 if job.running:
                     record["checkpoint"] = state
                     journal.record(job.id, record)
+                elif job.state == "cancelled" and job.resume_later:  # a write that ended
+                    record["checkpoint"] = state  # after a clean stop: resumed with it
+                    journal.record(job.id, {**record, "clean_stop": True})
 
             job.checkpoint = checkpoint
 
@@ -175,8 +178,15 @@ class JobRegistry:
         return job
 
     def running_of(self, kind: str) -> Job | None:
-        """The running job of this kind, if any (the oldest)."""
-        return next((j for j in self._jobs.values() if j.running and j.kind == kind), None)
+        """The running job of this kind, if any (the oldest), not one being cancelled."""
+        return next(
+            (
+                j
+                for j in self._jobs.values()
+                if j.running and j.kind == kind and not (j.task and j.task.cancelling())
+            ),
+            None,
+        )
 
     def get(self, job_id: str) -> Job:
         job = self._jobs.get(job_id.strip())

@@ -66,6 +66,7 @@ from rag_app.limits import (
     MAX_CRAWL_PAGES,
     MAX_QUERY_CHARS,
     MAX_READ_CHARS,
+    MAX_REJOINS,
     MAX_SOURCE_CHARS,
     MAX_TITLE_CHARS,
     shorten,
@@ -454,12 +455,16 @@ class KnowledgeBase:
         record_fields: dict[str, Any] | None = None,
         on_commit: Callable[[IngestResult], object] | None = None,
         only_if_stored: bool = False,
+        moving_from: SourceRecord | None = None,
     ) -> IngestResult:
         """Ingest one source's text, replacing what was stored for it.
 
         Same content hash as last time → nothing is parsed or embedded. `on_commit` is
         called once the write is durable, even when the caller was cancelled meanwhile
-        (a cancelled crawl counts exactly what it stored).
+        (a cancelled crawl counts exactly what it stored). `only_if_stored`: only while
+        the source is still stored (a refresh). `moving_from`: the same page stored under
+        another URL, dropped in the same write, and only while it is still that version
+        (a page deleted meanwhile stays deleted, under both URLs).
         """
         await self.open()
         title = shorten(title, MAX_TITLE_CHARS)
@@ -467,7 +472,11 @@ class KnowledgeBase:
         old = await asyncio.to_thread(self.store.get_source, source)
         if only_if_stored and old is None:
             raise _deleted_meanwhile(source)
-        if old is not None and old.content_hash == digest:
+        if moving_from is not None and not moving_from.still(
+            await asyncio.to_thread(self.store.get_source, moving_from.source)
+        ):
+            raise _deleted_meanwhile(moving_from.source)
+        if old is not None and old.content_hash == digest and moving_from is None:
             same = IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
             if record_fields:
                 for key, value in record_fields.items():
@@ -520,6 +529,12 @@ class KnowledgeBase:
         def write() -> int:
             if only_if_stored and self.store.get_source(source) is None:
                 raise _deleted_meanwhile(source)  # checked in the write's turn: no race
+            if moving_from is not None:
+                if not moving_from.still(self.store.get_source(moving_from.source)):
+                    raise _deleted_meanwhile(moving_from.source)
+                removed = self.store.replace_source(source, nodes, record, tokens)
+                self.store.delete_source(moving_from.source)
+                return removed
             return self.store.replace_source(source, nodes, record, tokens)
 
         removed = await self._locked(write, then=committed)
@@ -583,6 +598,7 @@ class KnowledgeBase:
         on_commit: Callable[[IngestResult], object] | None = None,
         *,
         only_if_stored: bool = False,
+        moving_from: SourceRecord | None = None,
     ) -> IngestResult:
         """Store what a fetch yielded (see `rag_app.fetching`): new content is ingested
         (only changed chunks embedded), a not-modified source is kept as it is."""
@@ -608,6 +624,7 @@ class KnowledgeBase:
             record_fields=outcome.record_fields,
             on_commit=on_commit,
             only_if_stored=only_if_stored,
+            moving_from=moving_from,
         )
 
     @_storage_guard
@@ -748,6 +765,18 @@ class KnowledgeBase:
             attempt=attempt,
             crashes=crashes,
         ).to_dict()
+
+    async def refresh_in_job(self, progress: Progress | None = None) -> dict[str, Any]:
+        """Start a refresh job (or join the running one) and wait for its summary. A
+        joined job that another client cancels is followed by a refresh of this caller's
+        own, as if it had not joined."""
+        for _ in range(MAX_REJOINS):
+            job = await self.start_refresh()
+            done = await self.wait_job(job["id"], progress)
+            if not (job.get("joined") and done["state"] == "cancelled"):
+                break
+            logger.info("The refresh job %s joined was cancelled; starting one", job["id"])
+        return await self.job_result(job["id"])
 
     async def resume_jobs(self) -> list[str]:
         """Keep a record of running jobs from now on, and start again the jobs a previous

@@ -8,6 +8,7 @@ MAX_QUERY_CHARS = 2000  # a search query (rag search, rag_search)
 MAX_URL_CHARS = 2048  # a URL to add or crawl
 MAX_PATTERN_CHARS = 500  # a crawl URL pattern (regular expression)
 MAX_CRAWL_PAGES = 10_000  # pages one crawl may fetch (max_pages, RAG_MAX_CRAWL_PAGES)
+MAX_REJOINS = 3  # a waited-for refresh starts again after the job it joined was cancelled
 MAX_CRAWL_DELAY_SEC = 3600.0  # RAG_CRAWL_DELAY_SEC; Crawl-delay stops far below it
 MAX_SOURCE_CHARS = 4096  # a source URL or file path to delete
 MAX_JOB_ID_CHARS = 64  # a job id (ours are 8 hex digits)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from rag_app.crawl.scope import page_key
 from rag_app.errors import RAGError
 from rag_app.fetching import Fetched, FetchOutcome, Gone, fetch_web, new_home
 from rag_app.index.chroma_store import SourceRecord
+from rag_app.limits import shorten
 from rag_app.refresh_checkpoint import RefreshCheckpoint
 from rag_app.results import IngestResult, RefreshSummary
 
@@ -35,10 +37,10 @@ SITE_GONE_MIN = 3
 and none answered (see `Refresh._remove_gone`)."""
 
 CHECKPOINT_EVERY_SEC = 1.0
-"""How often a refresh publishes its checkpoint after storing a changed page, at most
-(a removal or a move publishes it at once: they are not seen again by a resumed pass)."""
+"""How often a refresh publishes its checkpoint at most (a change it made reaches the
+journal within that time; a kill in between loses that change's count, not the change)."""
 CHECKPOINT_LOOP_SHARE = 100
-"""A spaced checkpoint comes at least this many times its own cost apart."""
+"""A checkpoint comes at least this many times its own cost apart (1 % of the loop)."""
 
 Apply = Callable[..., Awaitable[IngestResult]]
 """`KnowledgeBase._apply`: store what a fetch yielded."""
@@ -70,16 +72,23 @@ class Refresh:
         self.summary = summary if summary is not None else RefreshSummary()
         self._progress = progress
         self._checkpoint = checkpoint
-        self._updated: list[str] = []
-        """Pages stored anew by this job (a resumed pass finds them unchanged)."""
-        self._counted: set[str] = set()
-        """Pages an earlier attempt of this job counted already (updated, or moved there)."""
+        self._updated: dict[str, None] = {}
+        """Pages stored anew by this job, in order (a resumed pass finds them unchanged)."""
+        self._created: list[str] = []
+        """Pages this job's moves stored under a new URL (not among the pages it checks)."""
+        self._skip: set[str] = set()
+        """Pages an earlier attempt created by a move: a resumed pass does not check them."""
+        self._stored_as: dict[str, str] = {}
+        """Page key → the spelling a page is stored under (a move onto a stored page)."""
         self._gone: dict[str, tuple[str, SourceRecord]] = {}
         """URL → why it is gone, the record checked."""
         self._answered: set[str] = set()
         """Sites with a page that is still there."""
-        self._saved_at = 0.0
+        self._saved_at = time.monotonic()  # a refresh shorter than that saves nothing
         self._save_every = CHECKPOINT_EVERY_SEC
+        self._save_later: asyncio.TimerHandle | None = None
+        self._stopped = False
+        """Cancelled: what still ends (a shielded write) is recorded at once."""
         if resume is not None:
             self._resume(resume)
 
@@ -87,13 +96,14 @@ class Refresh:
         s = self.summary
         s.removed_urls = list(earlier.removed_urls)
         s.removed = len(s.removed_urls)
-        s.checked = s.removed  # checked by an earlier attempt, not stored any more
         s.moved_pages = [dict(m) for m in earlier.moved_pages]
         s.moved = len(s.moved_pages)
-        self._updated = list(earlier.updated_urls)
+        s.checked = s.removed + s.moved  # checked before, no longer stored where they were
+        self._updated = dict.fromkeys(earlier.updated_urls)
         s.updated = len(self._updated)
         s.embedded, s.chunks_stored = earlier.embedded, earlier.chunks_stored
-        self._counted = set(self._updated) | {m["to"] for m in s.moved_pages}
+        self._created = list(earlier.created_urls)
+        self._skip = set(self._created)
         logger.info(
             "Refresh resumed: %d updated, %d moved, %d removed before",
             s.updated, s.moved, s.removed,
@@ -105,6 +115,7 @@ class Refresh:
             removed_urls=list(s.removed_urls),
             moved_pages=[dict(m) for m in s.moved_pages],
             updated_urls=list(self._updated),
+            created_urls=list(self._created),
             embedded=s.embedded,
             chunks_stored=s.chunks_stored,
         )
@@ -112,6 +123,8 @@ class Refresh:
     async def run(self, records: list[SourceRecord]) -> RefreshSummary:
         """Check `records` (web pages) and apply what changed; then remove the gone."""
         summary = self.summary
+        self._stored_as = {page_key(r.source): r.source for r in records}
+        records = [r for r in records if r.source not in self._skip]
         total = len(records) + summary.checked
         queue: asyncio.Queue[SourceRecord] = asyncio.Queue()
         for record in records:
@@ -124,9 +137,17 @@ class Refresh:
                 summary.checked += 1
                 self._report(total)
 
-        workers = min(self._concurrency, max(len(records), 1))
-        await asyncio.gather(*(worker() for _ in range(workers)))
-        await self._remove_gone()
+        try:
+            workers = min(self._concurrency, max(len(records), 1))
+            await asyncio.gather(*(worker() for _ in range(workers)))
+            await self._remove_gone()
+        except asyncio.CancelledError:
+            self._stopped = True  # a stop to resume later keeps what was done so far
+            self._save(force=True)
+            raise
+        finally:
+            if self._save_later is not None:
+                self._save_later.cancel()
         summary.removed_urls.sort()
         summary.error_details.sort(key=lambda d: d["url"])
         logger.info(
@@ -155,54 +176,68 @@ class Refresh:
             home = None
             if isinstance(outcome, Fetched):
                 home = new_home(outcome, url, self.crawler.policy)
-            if home is not None and await self._move(outcome, record, home):
+            if home is not None:
+                await self._move(outcome, record, home)
                 return
             result = await self._apply(outcome, record, only_if_stored=True)
         except RAGError as err:
-            summary.errors += 1
-            summary.error_details.append({"url": url, "reason": str(err)})
+            self._error(url, str(err))
             return
         except Exception as err:  # one page must never stop the refresh
             logger.exception("Unexpected error refreshing %s", url)
-            summary.errors += 1
-            summary.error_details.append(
-                {"url": url, "reason": f"Unexpected error ({type(err).__name__})."}
-            )
+            self._error(url, f"Unexpected error ({type(err).__name__}).")
             return
         if not result.unchanged:
             summary.chunks_stored += result.chunks
             summary.embedded += result.embedded
-        if url in self._counted:  # counted by an earlier attempt of this job
+        if url in self._updated:  # stored anew by an earlier attempt of this job: counted
             return
         if result.unchanged:
             summary.unchanged += 1
             return
         summary.updated += 1
-        self._updated.append(url)
+        self._updated[url] = None
         self._save()
 
-    async def _move(self, outcome: Fetched, record: SourceRecord, home: str) -> bool:
-        """Store a refreshed page under the URL it now lives at (`new_home`: its canonical
-        URL changed) and drop the old copy, as a new crawl would have it; False (nothing
-        done) when the old copy was deleted or stored anew meanwhile. A page already
-        stored at its new home only loses the old copy."""
+    def _error(self, url: str, reason: str) -> None:
+        self.summary.errors += 1
+        self.summary.error_details.append({"url": url, "reason": reason})
+
+    async def _move(self, outcome: Fetched, record: SourceRecord, home: str) -> None:
+        """Store a refreshed page under the URL it now lives at (`new_home`) and drop the
+        old copy, in one write that first checks the old copy is still the one checked (a
+        page deleted meanwhile stays deleted, under both URLs). A page already stored at
+        its new home (under any spelling) only loses the old copy. Counted once the write
+        is durable, even after a cancel."""
         summary = self.summary
-        if not await asyncio.to_thread(self._still_stored, record):
-            return False
-        if await asyncio.to_thread(self.store.get_source, home) is None:
-            here = outcome.record_fields.get("fetched_from") or record.source
-            found = "" if page_key(here) == page_key(home) else here
-            fields = {**outcome.record_fields, "fetched_from": found}
-            moved = dataclasses.replace(outcome, source=home, record_fields=fields)
-            result = await self._apply(moved, None)
+        home = self._stored_as.get(page_key(home), home)
+        if await asyncio.to_thread(self.store.get_source, home) is not None:
+
+            def dropped(removed: int | None) -> None:
+                if removed is None:
+                    self._error(record.source, _deleted_meanwhile(record.source))
+                else:
+                    self._moved(record.source, home)
+
+            await self._locked(self._delete_if_unchanged, record, then=dropped)
+            return
+
+        def stored(result: IngestResult) -> None:
             summary.chunks_stored += result.chunks
             summary.embedded += result.embedded
-        summary.moved += 1
-        summary.moved_pages.append({"from": record.source, "to": home})
-        logger.info("Moved %s to %s (its canonical URL changed)", record.source, home)
-        await self._locked(self._delete_if_unchanged, record)
-        self._save(force=True)
-        return True
+            self._created.append(home)
+            self._moved(record.source, home)
+
+        found = "" if page_key(outcome.answered_at) == page_key(home) else outcome.answered_at
+        fields = {**outcome.record_fields, "fetched_from": found}
+        moved = dataclasses.replace(outcome, source=home, record_fields=fields)
+        await self._apply(moved, None, on_commit=stored, moving_from=record)
+
+    def _moved(self, source: str, home: str) -> None:
+        self.summary.moved += 1
+        self.summary.moved_pages.append({"from": source, "to": home})
+        logger.info("Moved %s to %s (its canonical URL changed)", source, home)
+        self._save()
 
     async def _remove_gone(self) -> None:
         """Remove the pages found gone (asked once more first, several at a time as in
@@ -210,7 +245,7 @@ class Refresh:
         and none answered: a site answering 404 (or `noindex`) to everything is more
         likely down or misconfigured than emptied, and one refresh must not wipe it (its
         pages are reported; `rag delete` removes them)."""
-        summary, gone = self.summary, self._gone
+        gone = self._gone
         by_site: dict[str, list[str]] = {}
         for url in gone:
             by_site.setdefault(site_of(url), []).append(url)
@@ -221,14 +256,11 @@ class Refresh:
                     queue.put_nowait(url)
                 continue
             for url in sorted(urls):
-                summary.errors += 1
-                summary.error_details.append(
-                    {
-                        "url": url,
-                        "reason": f"{gone[url][0]} Every stored page of {site} is gone "
-                        "at once, so none was removed (a site down or moved?); "
-                        "`rag delete` them if the site is really gone.",
-                    }
+                self._error(
+                    url,
+                    f"{gone[url][0]} Every stored page of {site} is gone at once, so none "
+                    "was removed (a site down or moved?); `rag delete` them if the site is "
+                    "really gone.",
                 )
 
         async def worker() -> None:
@@ -243,8 +275,7 @@ class Refresh:
         summary, record = self.summary, self._gone[url][1]
         still, doubt = await self._still_gone(record)
         if doubt is not None:  # cannot tell: kept, the next refresh asks again
-            summary.errors += 1
-            summary.error_details.append({"url": url, "reason": doubt})
+            self._error(url, doubt)
             return
         if not still:
             summary.unchanged += 1  # back since (a deploy, a page added again): kept
@@ -256,9 +287,12 @@ class Refresh:
                 summary.unchanged += 1
                 return
             logger.info("Deleted %s: %d chunks", url, removed)
+            if url in self._updated:  # stored anew earlier in this job: now removed
+                del self._updated[url]
+                summary.updated -= 1
             summary.removed += 1
             summary.removed_urls.append(url)
-            self._save(force=True)
+            self._save()
 
         await self._locked(self._delete_if_unchanged, record, then=counted)
 
@@ -275,29 +309,29 @@ class Refresh:
             return False, f"Unexpected error ({type(err).__name__}); kept."
         return why_gone(outcome) is not None, None
 
-    def _still_stored(self, checked: SourceRecord) -> bool:
-        """The source's record is still the one checked (not deleted or stored anew)."""
-        now = self.store.get_source(checked.source)
-        return now is not None and (now.content_hash, now.indexed_at) == (
-            checked.content_hash,
-            checked.indexed_at,
-        )
-
     def _delete_if_unchanged(self, checked: SourceRecord) -> int | None:
         """Delete a source in the write's turn if its record is still the one checked (a
         page added again meanwhile is kept); None when it was not deleted."""
-        if not self._still_stored(checked):
+        if not checked.still(self.store.get_source(checked.source)):
             return None
         return int(self.store.delete_source(checked.source))
 
     def _save(self, *, force: bool = False) -> None:
-        """Publish the checkpoint: at once when forced, else at most every
-        `CHECKPOINT_EVERY_SEC` (and never more than 1 % of the loop's time)."""
+        """Publish the checkpoint at most every `CHECKPOINT_EVERY_SEC` (and never more than
+        1 % of the loop's time): a change made sooner is published when the time comes
+        (at once when forced, or once the refresh was cancelled)."""
         if self._checkpoint is None:
             return
         now = time.monotonic()
-        if not force and now - self._saved_at < self._save_every:
+        wait = self._saved_at + self._save_every - now
+        if wait > 0 and not (force or self._stopped):
+            if self._save_later is None:
+                loop = asyncio.get_running_loop()
+                self._save_later = loop.call_later(wait, functools.partial(self._save, force=True))
             return
+        if self._save_later is not None:
+            self._save_later.cancel()
+            self._save_later = None
         self._saved_at = now
         try:
             self._checkpoint(self.state().to_dict())
@@ -305,6 +339,10 @@ class Refresh:
             logger.warning("Could not record the refresh's checkpoint", exc_info=True)
         took = time.monotonic() - now
         self._save_every = max(CHECKPOINT_EVERY_SEC, CHECKPOINT_LOOP_SHARE * took)
+
+
+def _deleted_meanwhile(source: str) -> str:
+    return f"{shorten(source, 200)} was deleted while it was being refreshed; it was not moved."
 
 
 def why_gone(outcome: FetchOutcome) -> str | None:

@@ -2,10 +2,12 @@
 
 A refresh job keeps it in its journal record (`rag_app.job_journal`): the pages it
 removed (no longer stored, so not checked again), the pages it moved to a new canonical
-URL, the pages it stored anew (a second pass finds them unchanged) and what that
-embedded. A refresh resumed after the owner was killed starts from these counts, so its
-summary is the whole job's. A checkpoint that does not parse is ignored with a warning:
-the counts then start over, the pages are checked as before.
+URL (and the new records those moves created, which a second pass does not check), the
+pages it stored anew (a second pass finds them unchanged) and what that embedded. A
+refresh resumed after the owner was killed starts from these counts, so its summary is
+the whole job's (up to the last second before the kill: checkpoints are spaced). A
+checkpoint that does not parse is ignored with a warning: the counts then start over,
+the pages are checked as before.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class RefreshCheckpoint:
     moved_pages: list[dict[str, str]] = field(default_factory=list)
     """`{"from": old URL, "to": new URL}` per moved page."""
     updated_urls: list[str] = field(default_factory=list)
+    created_urls: list[str] = field(default_factory=list)
+    """Pages its moves stored under a new URL: not among the pages a resumed pass checks."""
     embedded: int = 0
     chunks_stored: int = 0
 
@@ -64,6 +68,7 @@ class RefreshCheckpoint:
             removed_urls=[web_url(u) for u in _listed(raw.get("removed_urls", []), "removed")],
             moved_pages=[{"from": m["from"], "to": m["to"]} for m in moved],
             updated_urls=[web_url(u) for u in _listed(raw.get("updated_urls", []), "updated")],
+            created_urls=[web_url(u) for u in _listed(raw.get("created_urls", []), "created")],
             **counts,
         )
 

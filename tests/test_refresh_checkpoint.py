@@ -14,6 +14,7 @@ GOOD: dict[str, Any] = {
     "removed_urls": ["https://docs.example/a.html"],
     "moved_pages": [{"from": "https://docs.example/p0", "to": "https://docs.example/zero"}],
     "updated_urls": ["https://docs.example/b.html"],
+    "created_urls": ["https://docs.example/zero"],
     "embedded": 12,
     "chunks_stored": 14,
 }
@@ -30,6 +31,7 @@ def test_a_checkpoint_survives_the_journal() -> None:
         {"removed_urls": "https://docs.example/a.html"},
         {"removed_urls": ["javascript:alert(1)"]},
         {"updated_urls": [None]},
+        {"created_urls": ["file:///etc/passwd"]},
         {"moved_pages": [{"from": "https://docs.example/p0"}]},
         {"moved_pages": [{"from": "https://a/", "to": "https://b/", "extra": "x"}]},
         {"embedded": -1},

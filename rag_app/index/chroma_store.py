@@ -125,6 +125,14 @@ class SourceRecord:
     def ordered_chunk_ids(self) -> list[str]:
         return self.chunk_ids.split()
 
+    def still(self, now: SourceRecord | None) -> bool:
+        """`now` (the source's record as read again) is this version of it: not deleted
+        or stored anew since this one was read."""
+        return now is not None and (now.content_hash, now.indexed_at) == (
+            self.content_hash,
+            self.indexed_at,
+        )
+
     def to_metadata(self) -> dict[str, str | int | float]:
         data = asdict(self)
         data["extra"] = json.dumps(self.extra, ensure_ascii=False)

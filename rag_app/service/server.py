@@ -342,7 +342,9 @@ class StoreService:
         return await self._job(job, body, progress)
 
     async def _refresh(self, body: dict[str, Any], progress: Progress) -> Any:
-        return await self._job(await self.kb.start_refresh(), body, progress)
+        if body.get("background"):
+            return {"job": await self.kb.start_refresh()}
+        return await self.kb.refresh_in_job(progress)
 
     async def _job(self, job: dict[str, Any], body: dict[str, Any], progress: Progress) -> Any:
         """With `background`, the job at once; else its result once it ends (it goes on
