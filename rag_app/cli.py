@@ -144,7 +144,7 @@ async def _follow_job(
         close()
         if not cancel:
             raise
-        stopped = await asyncio.shield(kb.cancel_job(job["id"]))
+        stopped = await asyncio.shield(kb.cancel_job(job["id"], interrupted=True))
         if stopped["state"] == "running":
             print(stopping or "Stopping the job...", file=sys.stderr, flush=True)
             with contextlib.suppress(Exception):  # e.g. the service went away: still 130
@@ -167,7 +167,7 @@ async def _start_job(kb: KnowledgeBase, start: Awaitable[dict[str, Any]]) -> dic
         with contextlib.suppress(Exception):  # the service went away: nothing to stop
             job = await asyncio.wait_for(starting, STOP_WAIT_SEC)
             if not job.get("joined"):
-                await asyncio.shield(kb.cancel_job(job["id"]))
+                await asyncio.shield(kb.cancel_job(job["id"], interrupted=True))
         raise
 
 
@@ -200,7 +200,7 @@ async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         print(joined if job.get("joined") else started)
         print(f"  progress: rag jobs / cancel: rag jobs --cancel {job['id']}")
         return 0
-    for _ in range(MAX_REJOINS):
+    for rounds in range(1, MAX_REJOINS + 1):
         if job.get("joined"):
             print(f"{joined}; following it (Ctrl-C stops following, not the refresh).",
                   file=sys.stderr)  # fmt: skip
@@ -209,10 +209,11 @@ async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
             "Stopping the refresh (a page being stored is finished)...",
             cancel=not job.get("joined"),
         )  # fmt: skip
-        if not (job.get("joined") and followed["state"] == "cancelled"):
-            break
-        print("The refresh it followed was cancelled by another client; starting one.",
-              file=sys.stderr)  # fmt: skip
+        interrupted = followed["state"] == "cancelled" and followed.get("interrupted")
+        if not (job.get("joined") and interrupted) or rounds == MAX_REJOINS:
+            break  # done, failed, cancelled by a user (or by its starter too often)
+        print("The refresh it followed was interrupted by the client that started it; "
+              "starting one.", file=sys.stderr)  # fmt: skip
         job = await _start_job(kb, kb.start_refresh())
         joined = f"A refresh is already running: job {job['id']}"
     job = followed

@@ -115,8 +115,9 @@ def new_home(outcome: Fetched, stored_as: str, policy: AddressPolicy) -> str | N
 
 def _within(url: str, of: str) -> bool:
     """`url` is what a crawl from `of` would take: same site and port, and inside its
-    folder once dot segments are resolved (`/docs/../admin` is not in `/docs/`)."""
-    return CrawlScope.build(of).admits(page_key(url))
+    folder as a server resolves the path (`/docs/%2e%2e/admin` and `//admin/docs/` are
+    not in `/docs/`)."""
+    return CrawlScope.build(of).admits(url)
 
 
 async def fetch_web(

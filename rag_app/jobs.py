@@ -62,6 +62,9 @@ class Job:
     """1 for a new job; 2 or more when a restarted owner runs it again."""
     resume_later: bool = field(default=False, repr=False)
     """Cancelled by the owner stopping (not by a user): its journal record stays."""
+    interrupted: bool = False
+    """Cancelled by the Ctrl-C of the client that started it, not by a user's cancel: a
+    client that joined it and still waits starts its own."""
     checkpoint: Callable[[dict[str, Any]], None] = field(default=lambda _state: None, repr=False)
     """Records where the work stands in the job's journal entry (for a resume)."""
     task: asyncio.Task[Any] | None = field(default=None, repr=False)
@@ -80,6 +83,7 @@ class Job:
             "result": self.summary(),
             "error": self.error,
             "attempt": self.attempt,
+            "interrupted": self.interrupted,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -223,14 +227,20 @@ class JobRegistry:
                 progress(job.done, job.total)
         return job
 
-    async def cancel(self, job_id: str, *, resume_later: bool = False) -> Job:
+    async def cancel(
+        self, job_id: str, *, resume_later: bool = False, interrupted: bool = False
+    ) -> Job:
         """Stop a running job (waits up to `CANCEL_WAIT_SEC` for it to wind down); with
-        `resume_later` (the owner is stopping) its journal record stays."""
+        `resume_later` (the owner is stopping) its journal record stays; `interrupted`:
+        its starter's Ctrl-C, not a user's cancel."""
         job = self.get(job_id)
         if job.running and job.task is not None:
             if job.task.cancelling() and not job.resume_later:
                 resume_later = False  # a user's cancel under way stays final
+            if job.task.cancelling() and not job.interrupted:
+                interrupted = False  # so does a user's cancel over a Ctrl-C
             job.resume_later = resume_later
+            job.interrupted = interrupted
             deadline = time.monotonic() + CANCEL_WAIT_SEC
             job.task.cancel()
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):

@@ -768,12 +768,12 @@ class KnowledgeBase:
 
     async def refresh_in_job(self, progress: Progress | None = None) -> dict[str, Any]:
         """Start a refresh job (or join the running one) and wait for its summary. A
-        joined job that another client cancels is followed by a refresh of this caller's
-        own, as if it had not joined."""
+        joined job that the client which started it interrupts (Ctrl-C) is followed by a
+        refresh of this caller's own, as if it had not joined; a user's cancel stands."""
         for _ in range(MAX_REJOINS):
             job = await self.start_refresh()
             done = await self.wait_job(job["id"], progress)
-            if not (job.get("joined") and done["state"] == "cancelled"):
+            if not (job.get("joined") and done["state"] == "cancelled" and done["interrupted"]):
                 break
             logger.info("The refresh job %s joined was cancelled; starting one", job["id"])
         return await self.job_result(job["id"])
@@ -840,9 +840,10 @@ class KnowledgeBase:
         job = await self._jobs.wait(self._jobs.get(job_id), progress)
         return self._jobs.outcome(job)
 
-    async def cancel_job(self, job_id: str) -> dict[str, Any]:
-        """Cancel a job; returns it once stopped (committed pages stay)."""
-        return (await self._jobs.cancel(job_id)).to_dict()
+    async def cancel_job(self, job_id: str, *, interrupted: bool = False) -> dict[str, Any]:
+        """Cancel a job; returns it once stopped (committed pages stay). `interrupted`:
+        the Ctrl-C of the client that started it (see `refresh_in_job`)."""
+        return (await self._jobs.cancel(job_id, interrupted=interrupted)).to_dict()
 
     async def cancel_jobs(self) -> None:
         """Cancel every running job and end a reindex at its next batch (the owner is

@@ -26,7 +26,6 @@ from rag_app.crawl.scope import page_key
 from rag_app.errors import RAGError
 from rag_app.fetching import Fetched, FetchOutcome, Gone, fetch_web, new_home
 from rag_app.index.chroma_store import SourceRecord
-from rag_app.limits import shorten
 from rag_app.refresh_checkpoint import RefreshCheckpoint
 from rag_app.results import IngestResult, RefreshSummary
 
@@ -200,44 +199,48 @@ class Refresh:
         self._save()
 
     def _error(self, url: str, reason: str) -> None:
+        self._uncount_update(url)
         self.summary.errors += 1
         self.summary.error_details.append({"url": url, "reason": reason})
 
     async def _move(self, outcome: Fetched, record: SourceRecord, home: str) -> None:
-        """Store a refreshed page under the URL it now lives at (`new_home`) and drop the
-        old copy, in one write that first checks the old copy is still the one checked (a
-        page deleted meanwhile stays deleted, under both URLs). A page already stored at
-        its new home (under any spelling) only loses the old copy. Counted once the write
-        is durable, even after a cancel."""
+        """Store a refreshed page under the URL it now lives at (`new_home`; the spelling
+        it is stored under, if it is) and drop the old copy, in one write that first
+        checks the old copy is still the one checked (a page deleted meanwhile stays
+        deleted, under both URLs). A page already stored there gets the text just fetched,
+        and the URL it answered at as its fallback, as a crawl would store it (keeping the
+        old copy's text there, it was lost when that URL went). Counted once the write is
+        durable, even after a cancel."""
         summary = self.summary
         home = self._stored_as.get(page_key(home), home)
-        if await asyncio.to_thread(self.store.get_source, home) is not None:
-
-            def dropped(removed: int | None) -> None:
-                if removed is None:
-                    self._error(record.source, _deleted_meanwhile(record.source))
-                else:
-                    self._moved(record.source, home)
-
-            await self._locked(self._delete_if_unchanged, record, then=dropped)
-            return
+        existing = await asyncio.to_thread(self.store.get_source, home)
 
         def stored(result: IngestResult) -> None:
-            summary.chunks_stored += result.chunks
-            summary.embedded += result.embedded
-            self._created.append(home)
+            if not result.unchanged:
+                summary.chunks_stored += result.chunks
+                summary.embedded += result.embedded
+            if existing is None:
+                self._created.append(home)
             self._moved(record.source, home)
 
         found = "" if page_key(outcome.answered_at) == page_key(home) else outcome.answered_at
         fields = {**outcome.record_fields, "fetched_from": found}
         moved = dataclasses.replace(outcome, source=home, record_fields=fields)
-        await self._apply(moved, None, on_commit=stored, moving_from=record)
+        await self._apply(moved, existing, on_commit=stored, moving_from=record)
 
     def _moved(self, source: str, home: str) -> None:
+        self._uncount_update(source)
         self.summary.moved += 1
         self.summary.moved_pages.append({"from": source, "to": home})
         logger.info("Moved %s to %s (its canonical URL changed)", source, home)
         self._save()
+
+    def _uncount_update(self, url: str) -> None:
+        """A page an earlier attempt of this job stored anew, now counted otherwise
+        (moved, removed, failed): each page counts once."""
+        if url in self._updated:
+            del self._updated[url]
+            self.summary.updated -= 1
 
     async def _remove_gone(self) -> None:
         """Remove the pages found gone (asked once more first, several at a time as in
@@ -287,9 +290,7 @@ class Refresh:
                 summary.unchanged += 1
                 return
             logger.info("Deleted %s: %d chunks", url, removed)
-            if url in self._updated:  # stored anew earlier in this job: now removed
-                del self._updated[url]
-                summary.updated -= 1
+            self._uncount_update(url)
             summary.removed += 1
             summary.removed_urls.append(url)
             self._save()
@@ -339,10 +340,6 @@ class Refresh:
             logger.warning("Could not record the refresh's checkpoint", exc_info=True)
         took = time.monotonic() - now
         self._save_every = max(CHECKPOINT_EVERY_SEC, CHECKPOINT_LOOP_SHARE * took)
-
-
-def _deleted_meanwhile(source: str) -> str:
-    return f"{shorten(source, 200)} was deleted while it was being refreshed; it was not moved."
 
 
 def why_gone(outcome: FetchOutcome) -> str | None:

@@ -82,7 +82,7 @@ class _SlowToStop:
         self.state = "cancelled"
         return {"id": job_id, "state": self.state}
 
-    async def cancel_job(self, job_id: str) -> dict[str, Any]:
+    async def cancel_job(self, job_id: str, **_kw: Any) -> dict[str, Any]:
         self.calls.append("cancel")
         return {"id": job_id, "state": self.state}
 
@@ -98,7 +98,7 @@ class _SlowToAnswer:
         await asyncio.sleep(0.3)  # ... and its answer is on its way
         return {"id": "j2", "state": "running"}
 
-    async def cancel_job(self, job_id: str) -> dict[str, Any]:
+    async def cancel_job(self, job_id: str, **_kw: Any) -> dict[str, Any]:
         self.jobs[job_id] = "cancelled"
         return {"id": job_id, "state": "cancelled"}
 

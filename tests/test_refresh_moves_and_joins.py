@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import posixpath
+import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from aiohttp import web
@@ -31,6 +35,7 @@ from tests.programmable_site import Site, html, running
 
 DEEP = CrawlOptions(max_depth=3)
 CANON0 = '<link rel="canonical" href="/docs/p0">'
+SECRET = html("Private notes", "Payroll figures and the admin password hint.")
 
 
 @pytest.fixture
@@ -66,6 +71,25 @@ def docs(n: int, heads: dict[int, str] | None = None) -> dict[str, str]:
 
 async def stored(kb: KnowledgeBase) -> list[str]:
     return sorted((await kb.stats()).sources)
+
+
+def titles(kb: KnowledgeBase) -> dict[str, str]:
+    return {r.source: r.title for r in kb.store.list_sources()}
+
+
+def like_nginx(site: Site) -> None:
+    """Serve `site.pages` as nginx does by default: `%2e` decoded, dot segments resolved,
+    `//` merged (merge_slashes on) before the path is looked up."""
+
+    async def handler(request: web.Request) -> web.Response:
+        raw = request.raw_path.split("?", 1)[0]
+        path = posixpath.normpath(re.sub("/+", "/", unquote(raw)))
+        for candidate in (path, path + "/index.html"):
+            if candidate in site.pages:
+                return web.Response(text=site.pages[candidate], content_type="text/html")
+        return web.Response(status=404, text="not found")
+
+    site.everything = handler
 
 
 def names_canonical(site: Site, path: str, href: str) -> None:
@@ -387,3 +411,137 @@ async def test_a_big_refresh_checkpoint_is_not_rewritten_after_every_removal(
         took = time.monotonic() - started
     assert done.removed == 60_006, done.removed
     assert len(saved) <= 1 + took / refresh_module.CHECKPOINT_EVERY_SEC, (len(saved), took)
+
+
+@pytest.mark.parametrize(
+    "canonical",
+    [
+        "{base}//private/docs/notes",  # page_key reads `//private` as a host: /docs/notes
+        "/docs/%2e%2e/private/notes",  # a percent-encoded dot segment is not resolved
+    ],
+    ids=["double-slash", "encoded-dot-segment"],
+)
+async def test_a_move_cannot_leave_the_folder_by_another_spelling(
+    kb: KnowledgeBase, canonical: str
+) -> None:
+    """p0.html (stored as /docs/p0, which now 404s) names a canonical URL that looks
+    inside /docs/ but that a web server serves from /private/: the page is not moved
+    there, and no refresh stores the private page's text."""
+    pages = docs(2, {0: CANON0})
+    pages["/private/docs/notes"] = pages["/private/notes"] = SECRET
+    site = Site(pages=pages)
+    like_nginx(site)
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        assert site.url("/docs/p0") in await stored(kb)
+        names_canonical(site, "/docs/p0.html", canonical.format(base=site.base))
+        first = await kb.refresh()
+        second = await kb.refresh()
+        now = titles(kb)
+        assert "Private notes" not in now.values(), (first.moved_pages, second, now)
+
+
+async def test_a_move_onto_a_stored_page_that_is_gone_does_not_lose_the_page(
+    kb: KnowledgeBase,
+) -> None:
+    """p0.html (stored as /docs/p0, now 404) names /docs/merged, which is stored but gone
+    itself (a stale canonical tag): the move stores p0's text there with p0.html as its
+    fallback, so the page is not lost when /docs/merged is found gone."""
+    pages = docs(2, {0: CANON0})
+    pages["/docs/merged"] = html("Merged", "An older merged page.")
+    site = Site(pages=pages)
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        await kb.ingest_page(site.url("/docs/merged"))
+        del site.pages["/docs/merged"]
+        names_canonical(site, "/docs/p0.html", "/docs/merged")
+        result = await kb.refresh()
+        now = titles(kb)
+        assert "Page 0" in now.values(), (result.moved_pages, result.removed_urls, now)
+
+
+# --------------------------------------------------------------------------- counts
+
+
+async def test_a_page_updated_before_a_resume_and_moved_after_it_is_counted_once(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page stored anew before the owner was killed and moved after the resume counts
+    once (moved), so checked = unchanged + updated + moved + removed + errors."""
+    pages = docs(2, {0: CANON0})
+    pages["/docs/p0"] = pages["/docs/p0.html"]
+    site = Site(pages=pages)
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        site.pages["/docs/p0"] = html("Page 0", "Updated text about giraffes.", head=CANON0)
+        saved: list[dict[str, Any]] = []
+        monkeypatch.setattr(refresh_module, "CHECKPOINT_EVERY_SEC", 0.0)
+        first = await kb.refresh(checkpoint=saved.append)
+        assert first.updated == 1, first
+        del site.pages["/docs/p0"]
+        names_canonical(site, "/docs/p0.html", "/docs/zero")
+        r = await kb.refresh(resume=RefreshCheckpoint.parse(saved[-1]))
+        assert r.moved == 1, r
+        parts = r.unchanged + r.updated + r.moved + r.removed + r.errors
+        assert r.checked == parts, r
+
+
+# --------------------------------------------------------------------------- joins
+
+
+async def test_rag_refresh_does_not_leave_a_refresh_it_started_unfollowed(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rag refresh` joins another client's refresh three times, and each time that client's
+    Ctrl-C interrupts it: `rag refresh` starts its own at most twice and follows it; it
+    never leaves a refresh it started running with no one following it."""
+    site = Site(pages=docs(2))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        go = hold(site)
+        loop = asyncio.get_running_loop()
+        real_start = kb.start_refresh
+        calls = 0
+
+        async def start_refresh(**kwargs: Any) -> dict[str, Any]:
+            nonlocal calls
+            calls += 1
+            if calls <= 3:  # another client's refresh lands first; its owner cancels it
+                other = await real_start()
+                loop.call_later(
+                    0.3,
+                    lambda: asyncio.ensure_future(kb.cancel_job(other["id"], interrupted=True)),
+                )
+            return await real_start(**kwargs)
+
+        monkeypatch.setattr(kb, "start_refresh", start_refresh)
+        code = await asyncio.wait_for(
+            cli._cmd_refresh(kb, argparse.Namespace(background=False)), 30
+        )
+        left = [j["id"] for j in await kb.jobs() if j["state"] == "running"]
+        go.set()
+        for job_id in left:
+            await kb.wait_job(job_id)
+        assert not left, (code, calls, left)
+
+
+async def test_a_users_cancel_is_not_undone_by_a_client_waiting_on_the_refresh(
+    kb: KnowledgeBase,
+) -> None:
+    """A user's `rag jobs --cancel ID` stops the refresh: a client waiting on it (an MCP
+    `rag_refresh wait=true` that joined) does not start a new one (it does after its
+    starter's Ctrl-C only)."""
+    site = Site(pages=docs(2))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        go = hold(site)
+        job = await kb.start_refresh()
+        waiter = asyncio.ensure_future(kb.refresh_in_job())  # the service's `_refresh`
+        await asyncio.sleep(0.3)
+        await kb.cancel_job(job["id"])  # the user's `rag jobs --cancel ID`
+        await asyncio.sleep(0.5)
+        left = [j["id"] for j in await kb.jobs() if j["state"] == "running"]
+        go.set()
+        with contextlib.suppress(Exception):  # only the jobs left running matter here
+            await asyncio.wait_for(waiter, 30)
+        assert not left, left

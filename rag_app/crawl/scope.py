@@ -11,9 +11,10 @@ twice.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from enum import Enum
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from rag_app.crawl.links import UrlPattern, compile_pattern, same_site
 
@@ -33,8 +34,31 @@ _DIRECTORY_INDEXES = frozenset({"index.html", "index.htm"})
 
 def directory_of(url: str) -> str:
     """The path of `url` up to and including its last `/` (`/guide/` for `/guide/a.html`)."""
-    path = urlsplit(url).path or "/"
+    path = served_path(urlsplit(url).path)
     return path[: path.rfind("/") + 1]
+
+
+_ENCODED_DOT = re.compile(r"%2e", re.IGNORECASE)
+_SEPARATORS = re.compile(r"(?:/|%2f|%5c|\\)+", re.IGNORECASE)
+
+
+def served_path(path: str) -> str:
+    """The path as common web servers resolve it before serving it: `%2e` decoded,
+    repeated slashes (and encoded or back slashes) merged, dot segments resolved, so
+    `/docs/%2e%2e/private` and `//private/docs` are not inside `/docs/`. Scope checks
+    and page keys use it (a URL's own spelling is what is fetched and stored)."""
+    merged = _SEPARATORS.sub("/", _ENCODED_DOT.sub(".", path or "/"))
+    segments: list[str] = []
+    for segment in merged.split("/"):
+        if segment == "..":
+            if segments:
+                segments.pop()
+        elif segment not in (".", ""):
+            segments.append(segment)
+    resolved = "/" + "/".join(segments)
+    if merged.endswith(("/", "/.", "/..")) and resolved != "/":
+        resolved += "/"
+    return resolved
 
 
 def page_key(url: str) -> str:
@@ -48,7 +72,7 @@ def page_key(url: str) -> str:
     port = parts.port
     default = port is None or (scheme, port) in (("http", 80), ("https", 443))
     netloc = shown if default else f"{shown}:{port}"
-    path = urlsplit(urljoin("http://x/", parts.path or "/")).path  # resolves ./ and ../
+    path = served_path(parts.path)  # ./ and ../ resolved (encoded too), // merged
     head, _slash, last = path.rpartition("/")
     if last.lower() in _DIRECTORY_INDEXES:
         path = head + "/"
@@ -92,7 +116,7 @@ class CrawlScope:
         """None when `url` is in scope, else why not."""
         if not same_site(url, self.start):
             return OutOfScope.EXTERNAL
-        path = urlsplit(url).path or "/"
+        path = served_path(urlsplit(url).path)
         if not (path.startswith(self.directory) or path + "/" == self.directory):
             return OutOfScope.OUTSIDE
         if self.include is not None and not self.include.search(url):
@@ -106,4 +130,4 @@ class CrawlScope:
         return self.check(url) is None
 
 
-__all__ = ["CrawlScope", "OutOfScope", "directory_of", "page_key"]
+__all__ = ["CrawlScope", "OutOfScope", "directory_of", "page_key", "served_path"]

@@ -200,9 +200,11 @@ class StoreClient:
         """Running and recent jobs of the store's owner, running ones first."""
         return list((await self._call("jobs", {}, safe=True))["jobs"])
 
-    async def cancel_job(self, job_id: str) -> dict[str, Any]:
-        """Cancel a job; returns it once it has stopped (or after 2 s)."""
-        return dict((await self._call("job_cancel", {"id": job_id}, safe=True))["job"])
+    async def cancel_job(self, job_id: str, *, interrupted: bool = False) -> dict[str, Any]:
+        """Cancel a job; returns it once it has stopped (or after 2 s). `interrupted`: this
+        client started it and was interrupted (Ctrl-C), not a user's cancel."""
+        body = {"id": job_id, "interrupted": interrupted}
+        return dict((await self._call("job_cancel", body, safe=True))["job"])
 
     async def wait_job(self, job_id: str, progress: Progress | None = None) -> dict[str, Any]:
         """Wait for a job to end, passing on its progress."""

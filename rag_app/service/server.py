@@ -357,7 +357,8 @@ class StoreService:
         return {"jobs": await self.kb.jobs()}
 
     async def _job_cancel(self, body: dict[str, Any], _progress: Progress) -> Any:
-        return {"job": await self.kb.cancel_job(str(body.get("id", "")))}
+        job_id, interrupted = str(body.get("id", "")), body.get("interrupted") is True
+        return {"job": await self.kb.cancel_job(job_id, interrupted=interrupted)}
 
     async def _job_wait(self, body: dict[str, Any], progress: Progress) -> Any:
         return {"job": await self.kb.wait_job(str(body.get("id", "")), progress)}
