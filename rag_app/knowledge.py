@@ -155,7 +155,7 @@ def _report(
 
 def _pieces(chunks: list[SectionChunk]) -> list[tuple[str, Piece]]:
     """Stored chunks as `(source, piece)` pairs for `PieceReader`."""
-    return [(c.source, Piece(c.chunk_index, c.text, c.heading_path)) for c in chunks]
+    return [(c.source, Piece(c.chunk_index, c.text, c.heading_path, c.page)) for c in chunks]
 
 
 def _consume_outcome(task: asyncio.Future[Any]) -> None:
@@ -1073,7 +1073,7 @@ class KnowledgeBase:
         if offset < 0:
             raise RAGError(f"offset must be 0 or more, got {offset}.")
         await self.open()
-        key = self._resolve_source(source.strip())
+        key = await asyncio.to_thread(self._resolve_source, source.strip())
         if key not in self.bm25.sources():
             raise UnknownSourceError(
                 f"{source!r} is not in the knowledge base; rag_stats (rag stats) lists the sources."
@@ -1136,7 +1136,13 @@ class KnowledgeBase:
 
     # --- delete / stats ---------------------------------------------------
     def _resolve_source(self, source: str) -> str:
-        return source_scope.local_uri(source)
+        """The stored name of a source the user names: a local path as its `file://`
+        URI, a URL as given or as stored (percent-encoded)."""
+        spellings = source_scope.url_spellings(source_scope.source_key(source))
+        for key in spellings:
+            if self.store.get_source(key) is not None or self.store.chunk_ids(key):
+                return key
+        return spellings[0]
 
     @_storage_guard
     async def delete_source(self, source: str) -> int:
@@ -1146,7 +1152,7 @@ class KnowledgeBase:
         if len(source) > MAX_SOURCE_CHARS:
             raise RAGError(f"The source is longer than {MAX_SOURCE_CHARS:,} characters.")
         await self.open()
-        key = self._resolve_source(source.strip())
+        key = await asyncio.to_thread(self._resolve_source, source.strip())
 
         def delete() -> int:
             if not self.store.chunk_ids(key) and self.store.get_source(key) is None:

@@ -67,6 +67,8 @@ class Piece:
     chunk_index: int
     text: str
     heading_path: str
+    page: int | None = None
+    """A PDF chunk's page: a passage stays on its hit's page."""
 
 
 NeighbourFetcher = Callable[[str, int, int], list[Piece]]
@@ -444,8 +446,9 @@ def _widened(
         return widen(hit, [], budget)[:2]
     at = hit.chunk_index
 
-    def section(first: int, last: int) -> list[Piece]:
-        return fetch(hit.source_url, first, last)
+    def section(first: int, last: int) -> list[Piece]:  # a PDF hit's page only
+        pieces = fetch(hit.source_url, first, last)
+        return pieces if hit.page is None else [p for p in pieces if p.page in (None, hit.page)]
 
     def grows(pieces: list[Piece]) -> list[Piece]:  # a shown chunk ends the passage
         return [p for p in _within(pieces, at, reach) if p.chunk_index not in shown]

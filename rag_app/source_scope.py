@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from rag_app.errors import RAGError
 from rag_app.limits import shorten
@@ -41,6 +41,28 @@ def local_uri(source: str) -> str:
                 f"{shorten(source, 200)!r} is not a valid path or URL ({type(err).__name__})."
             ) from None
     return source
+
+
+def source_key(source: str) -> str:
+    """One stored source named by the user (`rag read`, `rag delete`): a path without a
+    scheme is a local file, resolved against the caller's folder even when it no longer
+    exists (deleting a removed file from the store is when it is needed)."""
+    if source and "://" not in source:
+        return local_uri(source if Path(source).is_absolute() else f"./{source}")
+    return source
+
+
+URL_SAFE = ":/?#[]@!$&'()*+,;=%~"
+"""What stays as it is when a URL is spelled as stored (reserved characters, escapes)."""
+
+
+def url_spellings(url: str) -> list[str]:
+    """`url` as given and as the crawler stores it (spaces and non-ASCII characters
+    percent-encoded: `…/page one.html` is stored as `…/page%20one.html`)."""
+    if "://" not in url or url.startswith("file://"):
+        return [url]
+    encoded = quote(url, safe=URL_SAFE)
+    return [url] if encoded == url else [url, encoded]
 
 
 def _folder_prefix(scope: str) -> str | None:
@@ -76,7 +98,11 @@ def resolve(scope: str, sources: Iterable[str]) -> list[str]:
         raise RAGError("The source filter is empty; pass a site, URL prefix or folder.")
     if len(scope) > MAX_SCOPE_CHARS:
         raise RAGError(f"The source filter is longer than {MAX_SCOPE_CHARS:,} characters.")
-    found = sorted(s for s in sources if matches(scope, s))
+    sources = list(sources)
+    for spelling in url_spellings(scope):
+        found = sorted(s for s in sources if matches(spelling, s))
+        if found:
+            break
     if not found:
         raise RAGError(
             f"No stored source matches {scope!r}; rag_stats (rag stats) lists the sources."

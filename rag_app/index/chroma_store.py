@@ -74,6 +74,8 @@ class SectionChunk(NamedTuple):
     chunk_index: int
     text: str
     heading_path: str
+    page: int | None = None
+    """A PDF chunk's page (chunks stored before pages were kept flat: None)."""
 
 
 def _only(keep: Sequence[bool], *columns: Sequence[Any]) -> list[list[Any]]:
@@ -89,6 +91,10 @@ def _rows_of(got: Any) -> dict[str, Row]:
     }
 
 
+def _page(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _section_chunks(got: Any) -> list[SectionChunk]:
     return [
         SectionChunk(
@@ -96,6 +102,7 @@ def _section_chunks(got: Any) -> list[SectionChunk]:
             int((m or {}).get("chunk_index", -1)),
             stored_text.decode(d, m),
             stored_text.decode(str((m or {}).get("heading_path", "")), m),
+            _page((m or {}).get("page")),
         )
         for d, m in zip(got["documents"], got["metadatas"], strict=True)
     ]

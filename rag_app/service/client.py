@@ -30,7 +30,7 @@ from rag_app.results import (
     RetrievalResult,
 )
 from rag_app.service import protocol
-from rag_app.source_scope import local_uri
+from rag_app.source_scope import local_uri, source_key
 
 Progress = Callable[[int, int], None]
 
@@ -219,7 +219,7 @@ class StoreClient:
         return DirIndexSummary.from_dict(data)
 
     async def delete_source(self, source: str) -> int:
-        key = local_uri(source.strip())
+        key = source_key(source.strip())
         return int((await self._call("delete", {"source": key}, safe=False))["deleted"])
 
     async def read_source(
@@ -231,7 +231,7 @@ class StoreClient:
         max_chars: int | None = None,
     ) -> ReadResult:
         body = {
-            "source": local_uri(source.strip()),
+            "source": source_key(source.strip()),
             "section": section,
             "offset": offset,
             "max_chars": max_chars or self.settings.rag_read_chars,
