@@ -150,7 +150,11 @@ class CrawlOutput(BaseModel):
     duplicates: int = Field(0, description="Pages already taken under another URL.")
     over_cap: int = Field(
         0,
-        description="Links and listed pages not followed because the page limit was reached.",
+        description="Pages in scope not fetched because the page limit was reached "
+        "(counted among the first 20,000 links met after it).",
+    )
+    stale_removed: int = Field(
+        0, description="Stored pages whose text is now another page's: the old copy removed."
     )
     out_of_scope: int = Field(0, description="Links to other sites or folders, not followed.")
     filtered: int = Field(0, description="Pages left out by pattern, exclude or noindex.")
@@ -167,6 +171,7 @@ class CrawlOutput(BaseModel):
             unchanged=summary.unchanged,
             duplicates=summary.duplicates,
             over_cap=summary.over_cap,
+            stale_removed=summary.stale_removed,
             out_of_scope=summary.out_of_scope,
             filtered=summary.filtered,
             error_details=[CrawlErrorOut(url=u, error=e) for u, e in crawl_error_pairs(summary)],

@@ -91,6 +91,7 @@ async def _cmd_index(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     print(
         f"Indexed {args.directory}: added={summary.added} updated={summary.updated} "
         f"deleted={summary.deleted} unchanged={summary.unchanged} chunks={summary.chunks}"
+        + (f" empty={summary.empty}" if summary.empty else "")
     )
     for path, reason in summary.errors:
         print(f"  error: {path}: {reason}", file=sys.stderr)
@@ -181,9 +182,13 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     job = await _follow_job(
         kb, job, "クロール中", "ページ", "クロールを止めています (保存中のページは書き終えます)..."
     )
+    if job["state"] == "cancelled":  # by another client: what it stored stays
+        stopped = CrawlSummary.from_dict(job["result"]).report_lines("中止")
+        print("\n  ".join(stopped))
+        print("クロールは中止されました (保存済みのページは残ります)。", file=sys.stderr)
+        return 1
     if job["state"] != "done":
-        reason = job["error"] or "ジョブが中止されました"
-        print(failure_line("crawl", reason), file=sys.stderr)
+        print(failure_line("crawl", job["error"] or "ジョブが中止されました"), file=sys.stderr)
         return 1
     summary = CrawlSummary.from_dict(job["result"])
     print("\n  ".join(summary.report_lines()))
@@ -278,6 +283,10 @@ async def _cmd_search(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     return 0
 
 
+LISTED_SECTIONS = 30
+"""Sections `rag read` names after the first page of a whole source."""
+
+
 async def _cmd_read(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     page = await kb.read_source(
         args.source, section=args.section, offset=args.offset, max_chars=args.max_chars
@@ -286,6 +295,14 @@ async def _cmd_read(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         print(json.dumps(page.to_dict(), ensure_ascii=False, indent=2))
         return 0
     print(page.text)
+    if not page.section and len(page.sections) > 1 and page.offset == 0:
+        shown = page.sections[:LISTED_SECTIONS]
+        more = len(page.sections) - len(shown)
+        print(
+            f"\n(sections: {' / '.join(shown)}{f' / … {more} more (--json)' if more else ''}; "
+            "read one with --section)",
+            file=sys.stderr,
+        )
     if page.next_offset is not None:
         print(
             f"\n(characters {page.offset:,}–{page.next_offset:,} of {page.total_chars:,}; "
@@ -508,7 +525,11 @@ def _error(command: str, err: BaseException) -> str:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "crawl" and not args.pattern and len(extra) == 1 and extra[0][:1] != "-":
+        args.pattern = extra.pop()  # `rag crawl URL --max-depth 2 PATTERN`: options first
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "completion":
         from rag_app.completion import completion_script
 

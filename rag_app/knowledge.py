@@ -903,8 +903,17 @@ class KnowledgeBase:
         """
         root = Path(path).expanduser()
         if not root.is_dir():
+            await self.open()
+            stored = await asyncio.to_thread(self._files_under, root.absolute().as_uri())
+            gone = (
+                f" {len(stored)} files indexed from it are still stored; `rag delete {path}` "
+                "removes them."
+                if stored and not root.exists()
+                else ""
+            )
             raise RAGError(
-                f"{path} is not a directory; give a folder of .md/.html/.txt/.pdf/.docx files."
+                f"{path} is not a directory; give a folder of .md/.html/.txt/.pdf/.docx "
+                f"files.{gone}"
             )
         await self.open()
         root = root.resolve()
@@ -930,6 +939,8 @@ class KnowledgeBase:
                     summary.chunks += result.chunks
                     if result.unchanged:
                         summary.unchanged += 1
+                    elif old is None and not result.chunks:
+                        summary.empty += 1  # nothing stored: "added" at every run before
                     elif old is None:
                         summary.added += 1
                     else:
@@ -1135,6 +1146,13 @@ class KnowledgeBase:
         )
 
     # --- delete / stats ---------------------------------------------------
+    def _files_under(self, folder: str) -> list[str]:
+        """The stored files inside a `file://` folder (none for anything else)."""
+        if not folder.startswith("file://"):
+            return []
+        prefix = folder.rstrip("/") + "/"
+        return [r.source for r in self.store.list_sources() if r.source.startswith(prefix)]
+
     def _resolve_source(self, source: str) -> str:
         """The stored name of a source the user names: a local path as its `file://`
         URI, a URL as given or as stored (percent-encoded)."""
@@ -1156,10 +1174,13 @@ class KnowledgeBase:
 
         def delete() -> int:
             if not self.store.chunk_ids(key) and self.store.get_source(key) is None:
-                raise UnknownSourceError(
-                    f"Nothing is stored for {source}; list the stored sources with `rag stats` "
-                    "(or the rag_stats tool)."
-                )
+                inside = self._files_under(key)  # a folder: every file stored from it
+                if not inside:
+                    raise UnknownSourceError(
+                        f"Nothing is stored for {source}; list the stored sources with "
+                        "`rag stats` (or the rag_stats tool)."
+                    )
+                return sum(self.store.delete_source(file) for file in inside)
             return self.store.delete_source(key)
 
         removed = await self._locked(delete)

@@ -217,6 +217,8 @@ class DirIndexSummary:
     unchanged: int = 0
     chunks: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
+    empty: int = 0
+    """Files with no text to store (nothing is stored for them, so they are not added)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -247,11 +249,14 @@ class CrawlSummary:
     """Links left out by the include/exclude patterns or a page's `noindex`."""
     removed: int = 0
     """Stored pages found gone (404/410) and removed (`prune`)."""
+    stale_removed: int = 0
+    """Stored pages whose text is now another page's (a duplicate): the stale copy removed."""
 
-    def report_lines(self) -> list[str]:
-        """The summary line in the specification's words, then the counts beside it."""
+    def report_lines(self, ended: str = "完了") -> list[str]:
+        """The summary line in the specification's words, then the counts beside it
+        (`ended`: 中止 for a crawl cancelled, with what it stored before)."""
         lines = [
-            f"完了: {self.pages_crawled}ページ / {self.chunks_stored}チャンク / "
+            f"{ended}: {self.pages_crawled}ページ / {self.chunks_stored}チャンク / "
             f"エラー: {self.errors}件"
         ]
         extra = [
@@ -261,6 +266,7 @@ class CrawlSummary:
             ("範囲外のリンク", self.out_of_scope),
             ("パターン・noindexで除外", self.filtered),
             ("削除 (404/410)", self.removed),
+            ("重複になった旧ページを削除", self.stale_removed),
         ]
         return lines + [f"{label}: {count}" for label, count in extra if count]
 

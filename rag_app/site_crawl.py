@@ -49,6 +49,8 @@ request timeout, or redirect five times, would hold the crawl's start for most o
 hour."""
 SCHEDULE_SLICE = 1000
 """Listed pages queued between two turns of the event loop."""
+OVER_CAP_CHECKED = 20_000
+"""Links met after the page limit that are still checked, to count the pages left out."""
 CHECKPOINT_EVERY_SEC = 1.0
 """How often a crawl publishes its checkpoint at most (a resume repeats at most the pages
 finished since: they cost a request each and, unchanged, no embedding)."""
@@ -90,6 +92,9 @@ class SiteCrawl:
         self._workers = max(1, workers)
         self.summary = summary if summary is not None else CrawlSummary()
         self._seen: set[str] = set()
+        self._left: set[str] = set()
+        """Keys of in-scope pages met after the page limit (the first `OVER_CAP_CHECKED`)."""
+        self._over_cap_checked = 0
         self._spelling = {page_key(source): source for source in known}
         """A stored page's key → the URL it is stored under, so a re-crawl that meets it
         spelled another way (`/guide/` vs `/guide/index.html`) updates it in place."""
@@ -275,10 +280,11 @@ class SiteCrawl:
 
     def _schedule(self, raw: str, depth: int) -> None:
         """Queue a page once, if it is in scope and under the page limit (once the limit
-        is reached, every further link or listed page is only counted: a page of 100,000
-        links or a sitemap of millions costs nothing more)."""
+        is reached, further links and listed pages are only counted, and past the first
+        `OVER_CAP_CHECKED` of them not even checked: a page of 100,000 links or a sitemap
+        of millions costs nothing more)."""
         if self._scheduled >= self._cap:
-            self.summary.over_cap += 1
+            self._count_left(raw, depth)
             return
         try:
             url = parse_url(raw, self.crawler.policy).url
@@ -295,6 +301,23 @@ class SiteCrawl:
         queued = self._spelling.get(key, url)
         self._pending[key] = (queued, depth)
         self._queue.put_nowait((key, queued, depth))
+
+    def _count_left(self, raw: str, depth: int) -> None:
+        """Count a page the limit leaves out: once per page, in scope only, among the first
+        `OVER_CAP_CHECKED` links met after the limit (past them a link costs nothing)."""
+        if self._over_cap_checked >= OVER_CAP_CHECKED:
+            return
+        self._over_cap_checked += 1
+        try:
+            url = parse_url(raw, self.crawler.policy).url
+        except UrlRefusedError:
+            return
+        if (depth > 0 or self.options.sitemap) and self.scope.check(url) is not None:
+            return
+        key = page_key(url)
+        if key not in self._seen and key not in self._left:
+            self._left.add(key)
+            self.summary.over_cap += 1
 
     def _out_of_scope(self, url: str) -> bool:
         reason = self.scope.check(url)
@@ -353,6 +376,8 @@ class SiteCrawl:
             page = self._deduplicated(outcome, page_key(url))
             if page is None:
                 self.summary.duplicates += 1
+                if old is not None and old.content_hash != self._digest(outcome):
+                    await self._drop_stale(url)
                 return
             if follow and "nofollow" not in page.robots:
                 for link in page.links:
@@ -401,6 +426,16 @@ class SiteCrawl:
         if page_key(owner) != page_key(page.url):
             return None
         return page
+
+    async def _drop_stale(self, url: str) -> None:
+        """A stored page whose text is now another page's (taken under that URL): its old
+        text is on the site no more, and the same text is stored under one URL only."""
+        try:
+            await self._remove(url)
+        except RAGError as err:  # deleted meanwhile: nothing stale left
+            logger.info("Stale duplicate %s not removed: %s", url, err)
+            return
+        self.summary.stale_removed += 1
 
     async def _fetch_failed(self, url: str, old: SourceRecord | None, err: RAGError) -> None:
         detail = {"url": url, "reason": str(err)}

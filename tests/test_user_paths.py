@@ -1,13 +1,17 @@
 """What a user does first, through real `rag` processes and the real `rag-mcp` over
-stdio: name a stored URL or file the way it was given, read a PDF hit's page."""
+stdio: name a stored URL or file the way it was given, read a PDF hit's page, crawl with
+a pattern, cancel a crawl, index a folder again or after removing it."""
 
 from __future__ import annotations
 
 import asyncio
+import re
+import shutil
+import time
 from pathlib import Path
 
 from tests.document_files import pdf_bytes
-from tests.processes import rag, rag_json, rag_mcp, store_env, text_of
+from tests.processes import rag, rag_async, rag_json, rag_mcp, store_env, text_of
 from tests.static_site import page, serve_folder, write_site
 
 
@@ -99,3 +103,168 @@ def test_a_pdf_hit_passage_stays_on_its_page(tmp_path: Path) -> None:
     assert found.returncode == 0, found.stderr
     assert "p. 2" in found.stdout, found.stdout
     assert "300 rpm" not in found.stdout, found.stdout
+
+
+def test_recrawl_of_a_page_now_identical_to_another_does_not_keep_its_old_text(
+    tmp_path: Path,
+) -> None:
+    """b.html changes on the site to the same text as a.html: the re-crawl counts it as a
+    duplicate and removes b.html's stored copy, whose text the site no longer has (it
+    was kept, and searches answered from it)."""
+    root = tmp_path / "site"
+    a = page("Same", "alpha original text alphaword.")
+    write_site(
+        root,
+        {
+            "dd/index.html": page("DD", "index", links=["a.html", "b.html"]),
+            "dd/a.html": a,
+            "dd/b.html": page("Same", "beta old text betaword."),
+        },
+    )
+    env = store_env(tmp_path)
+    with serve_folder(root) as site:
+        first = rag(env, "crawl", site.url("/dd/index.html"))
+        assert first.returncode == 0, first.stderr
+        (root / "dd/b.html").write_text(a, encoding="utf-8")
+        second = rag(env, "crawl", site.url("/dd/index.html"))
+        assert second.returncode == 0, second.stderr
+        b_url = site.url("/dd/b.html")
+        stored = rag(env, "read", b_url)
+    # either b.html holds what the site serves now, or it is gone (a duplicate of a.html)
+    assert "betaword" not in stored.stdout, (second.stdout, stored.stdout)
+
+
+def test_pages_left_by_the_page_limit_counts_pages_not_links(tmp_path: Path) -> None:
+    """Six pages in scope, each linking to every other; `--max-pages 2` fetches two, so at
+    most four are left out (the count was every link met after the limit: 12)."""
+    root = tmp_path / "site"
+    names = ["index.html", *(f"p{i}.html" for i in range(1, 6))]
+    links = [*names, "https://example.org/out.html"]
+    write_site(root, {f"g/{n}": page(n, f"body of {n} word{n[:2]}", links=links) for n in names})
+    env = store_env(tmp_path)
+    with serve_folder(root) as site:
+        done = rag(env, "crawl", site.url("/g/index.html"), "--max-depth", "3", "--max-pages", "2")
+    assert done.returncode == 0, done.stderr
+    match = re.search(r"ページ上限で未取得: (\d+)", done.stdout)
+    left = int(match.group(1)) if match else 0
+    assert left <= len(names) - 2, done.stdout
+
+
+def test_rag_crawl_cancelled_by_another_client_reports_what_it_stored(tmp_path: Path) -> None:
+    """`rag jobs --cancel` of a crawl that `rag crawl` follows: `rag crawl` says it was
+    cancelled and how many pages it stored, not that it failed."""
+    root = tmp_path / "site"
+    names = [f"p{i}.html" for i in range(8)]
+    pages = {f"c/{n}": page(n, f"text of page {n} unique{n[:2]}") for n in names}
+    pages["c/index.html"] = page("Index", "index", links=names)
+    write_site(root, pages)
+    env = store_env(tmp_path, RAG_CRAWL_CONCURRENCY="1")
+    with serve_folder(root) as site:
+        gate = site.hold("/c/p5.html")
+        proc = rag_async(env, "crawl", site.url("/c/index.html"))
+        try:
+            deadline = time.monotonic() + 120
+            while "/c/p5.html" not in site.paths():
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+            job = next(j for j in rag_json(env, "jobs") if j["state"] == "running")
+            cancelled = rag(env, "jobs", "--cancel", job["id"])
+            assert cancelled.returncode == 0, cancelled.stderr
+        finally:
+            gate.set()
+        out, err = proc.communicate(timeout=120)
+    stored = len(_sources(env))
+    assert stored > 0
+    assert "失敗" not in err, err
+    assert f"{stored}ページ" in out + err, (out, err)
+
+
+def test_index_of_an_unchanged_folder_with_an_empty_file_adds_nothing(tmp_path: Path) -> None:
+    """An empty file is stored as nothing: an unchanged folder's `rag index` counts it as
+    empty, not as added at every run."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# A\n\nsome text alphaword.\n", encoding="utf-8")
+    (notes / "empty.md").write_text("", encoding="utf-8")
+    env = store_env(tmp_path)
+    first = rag(env, "index", str(notes))
+    assert first.returncode == 0, first.stderr
+    again = rag(env, "index", str(notes))
+    assert again.returncode == 0, again.stderr
+    assert "added=0 " in again.stdout, again.stdout
+    assert "unchanged=1 " in again.stdout and "empty=1" in again.stdout, again.stdout
+
+
+def test_index_of_a_folder_that_was_removed_prunes_or_says_how(tmp_path: Path) -> None:
+    """A folder indexed, then removed: `rag index <folder>` says how many of its files are
+    still stored and how to remove them, and `rag delete <folder>` removes them."""
+    notes = tmp_path / "old notes"
+    notes.mkdir()
+    for i in range(3):
+        (notes / f"n{i}.md").write_text(f"# N{i}\n\nnote {i} word{i}.\n", encoding="utf-8")
+    env = store_env(tmp_path)
+    assert rag(env, "index", str(notes)).returncode == 0
+    shutil.rmtree(notes)
+    again = rag(env, "index", str(notes))
+    deleted = rag(env, "delete", str(notes))
+    left = _sources(env)
+    assert "3 files indexed from it are still stored" in again.stderr, again.stderr
+    assert deleted.returncode == 0 and left == [], (deleted.stderr, left)
+
+
+def test_rag_read_lists_the_sections_its_error_promises(tmp_path: Path) -> None:
+    """`rag read SRC --section X` with a wrong name sends the user to the section list;
+    `rag read SRC` prints it (only `--json` had it)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    body = "\n\n".join(
+        f"段落{i}: これは長い説明文の一部で、内容を埋めるための文章です。" * 3 for i in range(40)
+    )
+    (notes / "long.md").write_text(
+        f"# Guide\n\n## Intro\n\n{body}\n\n## Appendix Zeta\n\nlast part.\n", encoding="utf-8"
+    )
+    env = store_env(tmp_path)
+    assert rag(env, "index", str(notes)).returncode == 0
+    source = str(notes / "long.md")
+    wrong = rag(env, "read", source, "--section", "Nope")
+    assert wrong.returncode == 1
+    assert "listed when it is read without one" in wrong.stderr, wrong.stderr
+    whole = rag(env, "read", source)
+    assert whole.returncode == 0, whole.stderr
+    assert "Appendix Zeta" in whole.stdout + whole.stderr, whole.stderr
+
+
+def test_crawl_pattern_matches_the_url_as_written(tmp_path: Path) -> None:
+    """A crawl pattern matches the URL as written too (`ページ`), not only its
+    percent-encoded form."""
+    root = tmp_path / "site"
+    write_site(
+        root,
+        {
+            "j/index.html": page("Index", "links", links=["日本語ページ.html", "other.html"]),
+            "j/日本語ページ.html": page("日本語", "ユニーク語はかきくけこです。"),
+            "j/other.html": page("Other", "other text."),
+        },
+    )
+    env = store_env(tmp_path)
+    with serve_folder(root) as site:
+        done = rag(env, "crawl", site.url("/j/index.html"), "ページ")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("完了: 1ページ"), done.stdout
+
+
+def test_crawl_pattern_after_the_options(tmp_path: Path) -> None:
+    """`rag crawl URL --max-depth 2 PATTERN`: the pattern after the options is taken
+    (it was a usage error)."""
+    root = tmp_path / "site"
+    write_site(
+        root,
+        {
+            "k/index.html": page("Index", "links", links=["a.html", "b.txt"]),
+            "k/a.html": page("A", "text a."),
+        },
+    )
+    env = store_env(tmp_path)
+    with serve_folder(root) as site:
+        done = rag(env, "crawl", site.url("/k/index.html"), "--max-depth", "2", r"\.html$")
+    assert done.returncode == 0, done.stderr

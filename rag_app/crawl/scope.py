@@ -14,7 +14,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from enum import Enum
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from rag_app.crawl.links import UrlPattern, compile_pattern, same_site
 
@@ -119,9 +119,10 @@ class CrawlScope:
         path = served_path(urlsplit(url).path)
         if not (path.startswith(self.directory) or path + "/" == self.directory):
             return OutOfScope.OUTSIDE
-        if self.include is not None and not self.include.search(url):
+        spellings = (url, unquote(url)) if "%" in url else (url,)  # `ページ` as written
+        if self.include is not None and not any(self.include.search(u) for u in spellings):
             return OutOfScope.PATTERN
-        if self.exclude is not None and self.exclude.search(url):
+        if self.exclude is not None and any(self.exclude.search(u) for u in spellings):
             return OutOfScope.EXCLUDED
         return None
 
