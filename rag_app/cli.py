@@ -313,7 +313,7 @@ async def _cmd_read(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 
 async def _cmd_delete(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    removed = await kb.delete_source(args.source)
+    removed = await kb.delete_source(args.source, folder=True)
     print(f"削除しました: {args.source} ({removed}チャンク)")
     return 0
 

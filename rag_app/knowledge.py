@@ -1163,8 +1163,10 @@ class KnowledgeBase:
         return spellings[0]
 
     @_storage_guard
-    async def delete_source(self, source: str) -> int:
-        """Remove a source's chunks; unknown source → `UnknownSourceError`."""
+    async def delete_source(self, source: str, *, folder: bool = False) -> int:
+        """Remove a source's chunks; unknown source → `UnknownSourceError`. With `folder`
+        (`rag delete` in a terminal, not an MCP client's call), a local folder that is
+        not itself a source removes every file indexed from it."""
         if not source or not source.strip():
             raise RAGError("No source given; pass the URL or file path to delete.")
         if len(source) > MAX_SOURCE_CHARS:
@@ -1174,7 +1176,7 @@ class KnowledgeBase:
 
         def delete() -> int:
             if not self.store.chunk_ids(key) and self.store.get_source(key) is None:
-                inside = self._files_under(key)  # a folder: every file stored from it
+                inside = self._files_under(key) if folder else []  # its files
                 if not inside:
                     raise UnknownSourceError(
                         f"Nothing is stored for {source}; list the stored sources with "

@@ -268,3 +268,28 @@ def test_crawl_pattern_after_the_options(tmp_path: Path) -> None:
     with serve_folder(root) as site:
         done = rag(env, "crawl", site.url("/k/index.html"), "--max-depth", "2", r"\.html$")
     assert done.returncode == 0, done.stderr
+
+
+def test_an_mcp_client_cannot_delete_a_whole_folder(tmp_path: Path) -> None:
+    """`rag delete <folder>` in a terminal removes the folder's files; `rag_delete` of an
+    MCP client deletes one source only, so a model cannot wipe a folder (or `/`) by
+    naming it."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(2):
+        (notes / f"n{i}.md").write_text(f"# N{i}\n\nnote {i} word{i}.\n", encoding="utf-8")
+    env = store_env(tmp_path)
+    assert rag(env, "index", str(notes)).returncode == 0
+
+    async def run() -> list[str]:
+        async with rag_mcp(env, tmp_path / "mcp.log") as client:
+            answers = []
+            for target in (str(notes), "/"):
+                result = await client.call_tool("rag_delete", {"url": target})
+                assert result.is_error, text_of(result)
+                answers.append(text_of(result))
+            return answers
+
+    answers = asyncio.run(run())
+    assert all("Nothing is stored" in a for a in answers), answers
+    assert len(_sources(env)) == 2

@@ -218,9 +218,9 @@ class StoreClient:
         data = await self._call("index", {"directory": folder}, progress, safe=False)
         return DirIndexSummary.from_dict(data)
 
-    async def delete_source(self, source: str) -> int:
-        key = source_key(source.strip())
-        return int((await self._call("delete", {"source": key}, safe=False))["deleted"])
+    async def delete_source(self, source: str, *, folder: bool = False) -> int:
+        body = {"source": source_key(source.strip()), "folder": folder}
+        return int((await self._call("delete", body, safe=False))["deleted"])
 
     async def read_source(
         self,

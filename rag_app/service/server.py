@@ -368,7 +368,8 @@ class StoreService:
         return summary.to_dict()
 
     async def _delete(self, body: dict[str, Any], _progress: Progress) -> Any:
-        return {"deleted": await self.kb.delete_source(str(body.get("source", "")))}
+        source, folder = str(body.get("source", "")), body.get("folder") is True
+        return {"deleted": await self.kb.delete_source(source, folder=folder)}
 
     async def _stats(self, _body: dict[str, Any], _progress: Progress) -> Any:
         return (await self.kb.stats()).to_dict()
