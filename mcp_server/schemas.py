@@ -151,7 +151,7 @@ class CrawlOutput(BaseModel):
     over_cap: int = Field(
         0,
         description="Pages in scope not fetched because the page limit was reached "
-        "(counted among the first 20,000 links met after it).",
+        "(each distinct page among the first 5,000 links met after it, then one per link).",
     )
     stale_removed: int = Field(
         0, description="Stored pages whose text is now another page's: the old copy removed."

@@ -49,7 +49,7 @@ request timeout, or redirect five times, would hold the crawl's start for most o
 hour."""
 SCHEDULE_SLICE = 1000
 """Listed pages queued between two turns of the event loop."""
-OVER_CAP_CHECKED = 20_000
+OVER_CAP_CHECKED = 5_000
 """Links met after the page limit that are still checked, to count the pages left out."""
 CHECKPOINT_EVERY_SEC = 1.0
 """How often a crawl publishes its checkpoint at most (a resume repeats at most the pages
@@ -304,8 +304,10 @@ class SiteCrawl:
 
     def _count_left(self, raw: str, depth: int) -> None:
         """Count a page the limit leaves out: once per page, in scope only, among the first
-        `OVER_CAP_CHECKED` links met after the limit (past them a link costs nothing)."""
+        `OVER_CAP_CHECKED` links met after the limit; past them each link counts one,
+        unchecked (it costs nothing more)."""
         if self._over_cap_checked >= OVER_CAP_CHECKED:
+            self.summary.over_cap += 1
             return
         self._over_cap_checked += 1
         try:
