@@ -153,9 +153,6 @@ class CrawlOutput(BaseModel):
         description="Pages in scope not fetched because the page limit was reached "
         "(each distinct page among the first 5,000 links met after it, then one per link).",
     )
-    stale_removed: int = Field(
-        0, description="Stored pages whose text is now another page's: the old copy removed."
-    )
     out_of_scope: int = Field(0, description="Links to other sites or folders, not followed.")
     filtered: int = Field(0, description="Pages left out by pattern, exclude or noindex.")
     error_details: list[CrawlErrorOut] = Field(default_factory=list)
@@ -171,7 +168,6 @@ class CrawlOutput(BaseModel):
             unchanged=summary.unchanged,
             duplicates=summary.duplicates,
             over_cap=summary.over_cap,
-            stale_removed=summary.stale_removed,
             out_of_scope=summary.out_of_scope,
             filtered=summary.filtered,
             error_details=[CrawlErrorOut(url=u, error=e) for u, e in crawl_error_pairs(summary)],

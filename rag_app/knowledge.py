@@ -1157,6 +1157,9 @@ class KnowledgeBase:
         """The stored name of a source the user names: a local path as its `file://`
         URI, a URL as given or as stored (percent-encoded)."""
         spellings = source_scope.url_spellings(source_scope.source_key(source))
+        if "://" in source and not source.startswith("file://"):
+            with contextlib.suppress(RAGError):  # as `rag add` stored it (a refused one
+                spellings.append(self.crawler().validate_url(source))  # is not stored)
         for key in spellings:
             if self.store.get_source(key) is not None or self.store.chunk_ids(key):
                 return key

@@ -249,8 +249,6 @@ class CrawlSummary:
     """Links left out by the include/exclude patterns or a page's `noindex`."""
     removed: int = 0
     """Stored pages found gone (404/410) and removed (`prune`)."""
-    stale_removed: int = 0
-    """Stored pages whose text is now another page's (a duplicate): the stale copy removed."""
 
     def report_lines(self, ended: str = "完了") -> list[str]:
         """The summary line in the specification's words, then the counts beside it
@@ -266,7 +264,6 @@ class CrawlSummary:
             ("範囲外のリンク", self.out_of_scope),
             ("パターン・noindexで除外", self.filtered),
             ("削除 (404/410)", self.removed),
-            ("重複になった旧ページを削除", self.stale_removed),
         ]
         return lines + [f"{label}: {count}" for label, count in extra if count]
 

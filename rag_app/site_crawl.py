@@ -375,11 +375,14 @@ class SiteCrawl:
                 self.scope = self.scope.rebased(outcome.final_url or url)
             elif outcome.final_url not in ("", url) and self._out_of_scope(outcome.final_url):
                 return  # redirected out of the scope (or to an excluded page): not stored
-            page = self._deduplicated(outcome, page_key(url))
+            page, same_text = self._deduplicated(outcome, page_key(url))
+            if page is None and same_text and old is not None:
+                # stored before with other text: it holds what the site serves now, even
+                # if another page has that text too (as a refresh stores it); a text stored
+                # elsewhere earlier may have changed there since, so nothing is removed
+                page = outcome if old.content_hash != self._digest(outcome) else None
             if page is None:
                 self.summary.duplicates += 1
-                if old is not None and old.content_hash != self._digest(outcome):
-                    await self._drop_stale(url)
                 return
             if follow and "nofollow" not in page.robots:
                 for link in page.links:
@@ -399,14 +402,15 @@ class SiteCrawl:
         self.summary.chunks_stored += result.chunks
         self.summary.unchanged += int(result.unchanged)
 
-    def _deduplicated(self, page: CrawledPage, own: str) -> CrawledPage | None:
+    def _deduplicated(self, page: CrawledPage, own: str) -> tuple[CrawledPage | None, bool]:
         """The page to store (under its canonical URL when the site names one in scope),
-        or None when the same page or the same text was already taken in this crawl."""
+        or None when the same page or the same text was already taken (in this crawl, or
+        stored earlier); and whether it was the same text."""
         if page.final_url and page.final_url != page.url:
             final_key = page_key(page.final_url)
             if final_key != page_key(page.url):
                 if final_key in self._seen:
-                    return None
+                    return None, False
                 self._seen.add(final_key)
                 self._taken.setdefault(own, []).append(final_key)
         if page.canonical:
@@ -417,7 +421,7 @@ class SiteCrawl:
             key = page_key(canonical) if canonical else ""
             if key and key != page_key(page.url) and self.scope.admits(canonical):
                 if key in self._seen:
-                    return None
+                    return None, False
                 self._seen.add(key)
                 self._taken.setdefault(own, []).append(key)
                 page = dataclasses.replace(
@@ -426,18 +430,8 @@ class SiteCrawl:
         digest = self._digest(page)
         owner = self._hashes.setdefault(digest, page.url)
         if page_key(owner) != page_key(page.url):
-            return None
-        return page
-
-    async def _drop_stale(self, url: str) -> None:
-        """A stored page whose text is now another page's (taken under that URL): its old
-        text is on the site no more, and the same text is stored under one URL only."""
-        try:
-            await self._remove(url)
-        except RAGError as err:  # deleted meanwhile: nothing stale left
-            logger.info("Stale duplicate %s not removed: %s", url, err)
-            return
-        self.summary.stale_removed += 1
+            return None, True
+        return page, False
 
     async def _fetch_failed(self, url: str, old: SourceRecord | None, err: RAGError) -> None:
         detail = {"url": url, "reason": str(err)}

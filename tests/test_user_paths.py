@@ -5,6 +5,7 @@ a pattern, cancel a crawl, index a folder again or after removing it."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import time
@@ -17,6 +18,18 @@ from tests.static_site import page, serve_folder, write_site
 
 def _sources(env: dict[str, str]) -> list[str]:
     return rag_json(env, "stats")["sources"]
+
+
+def _hits_with(env: dict[str, str], word: str) -> list[str]:
+    """The sources of the hits whose text holds `word` (the JSON also echoes the query)."""
+    hits = rag_json(env, "search", word, "-n", "5")["hits"]
+    return [h["source_url"] for h in hits if word in h["text"]]
+
+
+def _touch_later(path: Path) -> None:
+    """A new mtime the server's Last-Modified shows (no 304 for a changed page)."""
+    later = time.time() + 5
+    os.utime(path, (later, later))
 
 
 def test_add_then_read_and_delete_with_the_same_url(tmp_path: Path) -> None:
@@ -293,3 +306,128 @@ def test_an_mcp_client_cannot_delete_a_whole_folder(tmp_path: Path) -> None:
     answers = asyncio.run(run())
     assert all("Nothing is stored" in a for a in answers), answers
     assert len(_sources(env)) == 2
+
+
+def test_recrawl_after_two_pages_swap_text_keeps_both(tmp_path: Path) -> None:
+    """a.html and b.html swap their texts on the site: each page's new text is the other's
+    stored text, and the re-crawl keeps both, updated (a re-crawl once removed both)."""
+    root = tmp_path / "site"
+    a_text, b_text = "alpha text alphaword.", "beta text betaword."
+    write_site(
+        root,
+        {
+            "sw/index.html": page("SW", "index", links=["a.html", "b.html"]),
+            "sw/a.html": page("A", a_text),
+            "sw/b.html": page("B", b_text),  # swapped below, titles and all
+        },
+    )
+    env = store_env(tmp_path)
+    with serve_folder(root) as site:
+        first = rag(env, "crawl", site.url("/sw/index.html"))
+        assert first.returncode == 0, first.stderr
+        (root / "sw/a.html").write_text(page("B", b_text), encoding="utf-8")
+        (root / "sw/b.html").write_text(page("A", a_text), encoding="utf-8")
+        _touch_later(root / "sw/a.html")
+        _touch_later(root / "sw/b.html")
+        second = rag(env, "crawl", site.url("/sw/index.html"))
+        assert second.returncode == 0, second.stderr
+        a_read = rag(env, "read", site.url("/sw/a.html"))
+        b_read = rag(env, "read", site.url("/sw/b.html"))
+    left = _sources(env)
+    assert site.url("/sw/a.html") in left and site.url("/sw/b.html") in left, (
+        second.stdout,
+        left,
+    )
+    assert "betaword" in a_read.stdout and "alphaword" in b_read.stdout, (a_read, b_read)
+
+
+def test_recrawl_after_text_moves_to_another_page_keeps_it(tmp_path: Path) -> None:
+    """A news page's text moves to an archive page (which had other text) and the news page
+    gets new text: both are updated, the moved text stays searchable."""
+    root = tmp_path / "site"
+    write_site(
+        root,
+        {
+            "nw/index.html": page("NW", "index", links=["latest.html", "archive.html"]),
+            "nw/latest.html": page("Latest", "news of march marchword."),
+            "nw/archive.html": page("Archive", "news of february februaryword."),
+        },
+    )
+    env = store_env(tmp_path)
+    with serve_folder(root) as site:
+        first = rag(env, "crawl", site.url("/nw/index.html"))
+        assert first.returncode == 0, first.stderr
+        (root / "nw/archive.html").write_text(
+            page("Latest", "news of march marchword."), encoding="utf-8"
+        )
+        (root / "nw/latest.html").write_text(
+            page("Latest", "news of april aprilword."), encoding="utf-8"
+        )
+        _touch_later(root / "nw/archive.html")
+        _touch_later(root / "nw/latest.html")
+        second = rag(env, "crawl", site.url("/nw/index.html"))
+        assert second.returncode == 0, second.stderr
+        found = _hits_with(env, "marchword")
+    assert site.url("/nw/archive.html") in _sources(env), second.stdout
+    assert found == [site.url("/nw/archive.html")], (second.stdout, found)
+
+
+def test_read_and_delete_take_a_url_as_given_to_rag_add(tmp_path: Path) -> None:
+    """`rag read` / `rag delete` take a URL as it was given to `rag add`, which normalises
+    it (a bare site gets its `/`, a fragment is dropped, brackets are encoded)."""
+    root = tmp_path / "site"
+    write_site(
+        root,
+        {
+            "index.html": page("Home", "homepageword here."),
+            "docs/a.html": page("A", "fragmentpageword here."),
+            "docs/v[1].html": page("V1", "bracketpageword here."),
+        },
+    )
+    env = store_env(tmp_path)
+    failures = []
+    with serve_folder(root) as site:
+        for url in (site.base, site.url("/docs/a.html#install"), site.url("/docs/v[1].html")):
+            added = rag(env, "add", url)
+            assert added.returncode == 0, added.stderr
+            read = rag(env, "read", url)
+            deleted = rag(env, "delete", url)
+            if read.returncode or deleted.returncode:
+                failures.append((url, read.stderr.strip(), deleted.stderr.strip()))
+    assert failures == [], (failures, _sources(env))
+
+
+def test_recrawl_keeps_a_page_whose_new_text_a_noindex_page_also_has(tmp_path: Path) -> None:
+    """article.html and its `noindex` print version are updated together: the article is
+    updated, not lost to the print version that claimed its text first."""
+    root = tmp_path / "site"
+    noindex = '<meta name="robots" content="noindex">'
+    write_site(
+        root,
+        {
+            "pr/index.html": page("PR", "index", links=["article.html", "print.html"]),
+            "pr/article.html": page("Article", "first version oldversionword."),
+            "pr/print.html": page("Article", "first version oldversionword.", head=noindex),
+        },
+    )
+    env = store_env(tmp_path, RAG_CRAWL_CONCURRENCY="1")
+    with serve_folder(root) as site:
+        first = rag(env, "crawl", site.url("/pr/index.html"))
+        assert first.returncode == 0, first.stderr
+        assert site.url("/pr/article.html") in _sources(env), first.stdout
+        (root / "pr/index.html").write_text(
+            page("PR", "index", links=["print.html", "article.html"]), encoding="utf-8"
+        )
+        (root / "pr/article.html").write_text(
+            page("Article", "second version newversionword."), encoding="utf-8"
+        )
+        (root / "pr/print.html").write_text(
+            page("Article", "second version newversionword.", head=noindex), encoding="utf-8"
+        )
+        for name in ("index.html", "article.html", "print.html"):
+            _touch_later(root / "pr" / name)
+        second = rag(env, "crawl", site.url("/pr/index.html"))
+        assert second.returncode == 0, second.stderr
+        found = _hits_with(env, "newversionword")
+    assert site.url("/pr/article.html") in _sources(env), second.stdout
+    assert found == [site.url("/pr/article.html")], (second.stdout, found)
