@@ -313,7 +313,7 @@ async def _cmd_read(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 
 async def _cmd_delete(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    removed = await kb.delete_source(args.source, folder=True)
+    removed = await kb.delete_source(args.source, folder=args.recursive)
     print(f"削除しました: {args.source} ({removed}チャンク)")
     return 0
 
@@ -469,6 +469,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("delete", help="delete a source (URL or file path)")
     p.add_argument("source")
+    p.add_argument(
+        "-r",
+        "--recursive",
+        action="store_true",
+        help="a folder: delete every file indexed from it",
+    )
 
     p = sub.add_parser("stats", help="show totals and sources")
     p.add_argument("--json", action="store_true")

@@ -906,8 +906,8 @@ class KnowledgeBase:
             await self.open()
             stored = await asyncio.to_thread(self._files_under, root.absolute().as_uri())
             gone = (
-                f" {len(stored)} files indexed from it are still stored; `rag delete {path}` "
-                "removes them."
+                f" {len(stored)} files indexed from it are still stored; `rag delete -r "
+                f"{path}` removes them."
                 if stored and not root.exists()
                 else ""
             )
@@ -1179,11 +1179,17 @@ class KnowledgeBase:
 
         def delete() -> int:
             if not self.store.chunk_ids(key) and self.store.get_source(key) is None:
-                inside = self._files_under(key) if folder else []  # its files
+                inside = self._files_under(key)  # a folder: the files indexed from it
                 if not inside:
                     raise UnknownSourceError(
                         f"Nothing is stored for {source}; list the stored sources with "
                         "`rag stats` (or the rag_stats tool)."
+                    )
+                if not folder:
+                    raise UnknownSourceError(
+                        f"Nothing is stored for {source} itself: it is a folder of "
+                        f"{len(inside)} indexed files; `rag delete -r` in a terminal removes "
+                        "them all."
                     )
                 return sum(self.store.delete_source(file) for file in inside)
             return self.store.delete_source(key)

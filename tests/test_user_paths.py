@@ -210,7 +210,8 @@ def test_index_of_an_unchanged_folder_with_an_empty_file_adds_nothing(tmp_path: 
 
 def test_index_of_a_folder_that_was_removed_prunes_or_says_how(tmp_path: Path) -> None:
     """A folder indexed, then removed: `rag index <folder>` says how many of its files are
-    still stored and how to remove them, and `rag delete <folder>` removes them."""
+    still stored and how to remove them; `rag delete <folder>` says it is a folder, and
+    `rag delete -r <folder>` removes them (a typed `rag delete .` removes nothing)."""
     notes = tmp_path / "old notes"
     notes.mkdir()
     for i in range(3):
@@ -219,9 +220,12 @@ def test_index_of_a_folder_that_was_removed_prunes_or_says_how(tmp_path: Path) -
     assert rag(env, "index", str(notes)).returncode == 0
     shutil.rmtree(notes)
     again = rag(env, "index", str(notes))
-    deleted = rag(env, "delete", str(notes))
-    left = _sources(env)
     assert "3 files indexed from it are still stored" in again.stderr, again.stderr
+    plain = rag(env, "delete", str(notes))
+    assert plain.returncode == 1 and "rag delete -r" in plain.stderr, plain.stderr
+    assert len(_sources(env)) == 3
+    deleted = rag(env, "delete", "-r", str(notes))
+    left = _sources(env)
     assert deleted.returncode == 0 and left == [], (deleted.stderr, left)
 
 
@@ -284,7 +288,7 @@ def test_crawl_pattern_after_the_options(tmp_path: Path) -> None:
 
 
 def test_an_mcp_client_cannot_delete_a_whole_folder(tmp_path: Path) -> None:
-    """`rag delete <folder>` in a terminal removes the folder's files; `rag_delete` of an
+    """`rag delete -r <folder>` in a terminal removes the folder's files; `rag_delete` of an
     MCP client deletes one source only, so a model cannot wipe a folder (or `/`) by
     naming it."""
     notes = tmp_path / "notes"
