@@ -25,15 +25,14 @@ from aiohttp import web
 from rag_app import cli
 from rag_app import refresh as refresh_module
 from rag_app.config import RAGSettings
-from rag_app.crawl_options import CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.job_journal import JOURNAL_FILE
 from rag_app.knowledge import KnowledgeBase
 from rag_app.refresh_checkpoint import RefreshCheckpoint
 from tests.conftest import CountingEmbedding
 from tests.programmable_site import Site, html, running
+from tests.refresh_site import DEEP, docs, stored
 
-DEEP = CrawlOptions(max_depth=3)
 CANON0 = '<link rel="canonical" href="/docs/p0">'
 SECRET = html("Private notes", "Payroll figures and the admin password hint.")
 
@@ -58,19 +57,6 @@ async def kb(
     await base.open()
     yield base
     await base.aclose()
-
-
-def docs(n: int, heads: dict[int, str] | None = None) -> dict[str, str]:
-    pages = {"/docs/index.html": html("Home", "Welcome.", tuple(f"p{i}.html" for i in range(n)))}
-    for i in range(n):
-        pages[f"/docs/p{i}.html"] = html(
-            f"Page {i}", f"Distinct text number {i} about topic{i}.", head=(heads or {}).get(i, "")
-        )
-    return pages
-
-
-async def stored(kb: KnowledgeBase) -> list[str]:
-    return sorted((await kb.stats()).sources)
 
 
 def titles(kb: KnowledgeBase) -> dict[str, str]:

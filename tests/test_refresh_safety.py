@@ -17,13 +17,11 @@ import pytest
 from aiohttp import web
 
 from rag_app.config import RAGSettings
-from rag_app.crawl_options import CrawlOptions
 from rag_app.knowledge import KnowledgeBase
 from rag_app.refresh import SITE_GONE_MIN
 from tests.conftest import CountingEmbedding
 from tests.programmable_site import Site, html, running
-
-DEEP = CrawlOptions(max_depth=3)
+from tests.refresh_site import DEEP, docs, stored
 
 
 @pytest.fixture
@@ -57,19 +55,6 @@ async def serial_kb(
     await base.open()
     yield base
     await base.aclose()
-
-
-def docs(n: int, heads: dict[int, str] | None = None) -> dict[str, str]:
-    pages = {"/docs/index.html": html("Home", "Welcome.", tuple(f"p{i}.html" for i in range(n)))}
-    for i in range(n):
-        pages[f"/docs/p{i}.html"] = html(
-            f"Page {i}", f"Distinct text number {i} about topic{i}.", head=(heads or {}).get(i, "")
-        )
-    return pages
-
-
-async def stored(kb: KnowledgeBase) -> list[str]:
-    return sorted((await kb.stats()).sources)
 
 
 async def test_a_page_stored_under_a_canonical_url_that_404s_is_kept_and_updated(

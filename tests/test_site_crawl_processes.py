@@ -36,6 +36,12 @@ def stored_keys(env: dict[str, str], site: StaticSite) -> set[str]:
 EXPECTED = {page_key("http://h" + p).removeprefix("http://h") for p in IN_SCOPE}
 
 
+def crawl_docs(env: dict[str, str], site: StaticSite) -> None:
+    """`rag crawl` of the whole docs tree (missing.html fails: a partial failure, 3)."""
+    done = rag(env, "crawl", site.url("/docs/"), "--max-depth", "10", "--exclude", "_static")
+    assert done.returncode == 3, done.stderr
+
+
 def recorded_checkpoint(journal: Path, job_id: str) -> dict[str, Any]:
     """The crawl checkpoint the owner last wrote in its job journal (empty counts before)."""
     try:
@@ -219,8 +225,7 @@ def test_a_page_deleted_with_rag_delete_while_rag_refresh_runs_stays_deleted(
     held = site.hold(victim)
     held.set()  # open during the crawl
     try:
-        done = rag(env, "crawl", site.url("/docs/"), "--max-depth", "10", "--exclude", "_static")
-        assert done.returncode == 3, done.stderr  # missing.html: a partial failure
+        crawl_docs(env, site)
         changed = site.root / victim.lstrip("/")
         changed.write_text(page("Install", "Install the kettle from the source tarball."))
         future = time.time() + 5
@@ -261,8 +266,7 @@ def test_a_second_rag_refresh_joins_the_running_one_and_its_ctrl_c_leaves_it_run
     held = site.hold(victim)
     held.set()  # open during the crawl
     try:
-        done = rag(env, "crawl", site.url("/docs/"), "--max-depth", "10", "--exclude", "_static")
-        assert done.returncode == 3, done.stderr  # missing.html: a partial failure
+        crawl_docs(env, site)
         held.clear()
         site.requests.clear()
         started = rag(env, "refresh", "--background")
@@ -311,8 +315,7 @@ def test_a_refresh_cut_off_by_a_killed_owner_reports_the_whole_jobs_work(
     removed before the kill was missing, the page updated before counted unchanged)."""
     env = store_env(tmp_path, RAG_CRAWL_CONCURRENCY="1", RAG_CRAWL_DELAY_SEC="0")
     try:
-        done = rag(env, "crawl", site.url("/docs/"), "--max-depth", "10", "--exclude", "_static")
-        assert done.returncode == 3, done.stderr  # missing.html: a partial failure
+        crawl_docs(env, site)
         pages = len(rag_json(env, "stats")["sources"])
         first, second = "/docs/guide/deep/a.html", "/docs/guide/deep/b.html"
         (site.root / first.lstrip("/")).unlink()
