@@ -15,9 +15,10 @@ import dataclasses
 import functools
 import hashlib
 import logging
+import shlex
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -907,7 +908,7 @@ class KnowledgeBase:
             stored = await asyncio.to_thread(self._files_under, root.absolute().as_uri())
             gone = (
                 f" {len(stored)} files indexed from it are still stored; `rag delete -r "
-                f"{path}` removes them."
+                f"{shlex.quote(str(path))}` removes them."
                 if stored and not root.exists()
                 else ""
             )
@@ -1084,7 +1085,9 @@ class KnowledgeBase:
         if offset < 0:
             raise RAGError(f"offset must be 0 or more, got {offset}.")
         await self.open()
-        key = await asyncio.to_thread(self._resolve_source, source.strip())
+        key = await asyncio.to_thread(
+            self._resolve_source, source.strip(), self._url_as_added(source.strip())
+        )
         if key not in self.bm25.sources():
             raise UnknownSourceError(
                 f"{source!r} is not in the knowledge base; rag_stats (rag stats) lists the sources."
@@ -1153,13 +1156,19 @@ class KnowledgeBase:
         prefix = folder.rstrip("/") + "/"
         return [r.source for r in self.store.list_sources() if r.source.startswith(prefix)]
 
-    def _resolve_source(self, source: str) -> str:
+    def _url_as_added(self, source: str) -> list[str]:
+        """A URL as `rag add` normalises it before storing it (none for a path, or a URL
+        it refuses: that is not stored). On the event loop: it may build the crawler."""
+        if "://" not in source or source.startswith("file://"):
+            return []
+        with contextlib.suppress(RAGError):
+            return [self.crawler().validate_url(source)]
+        return []
+
+    def _resolve_source(self, source: str, also: Sequence[str] = ()) -> str:
         """The stored name of a source the user names: a local path as its `file://`
-        URI, a URL as given or as stored (percent-encoded)."""
-        spellings = source_scope.url_spellings(source_scope.source_key(source))
-        if "://" in source and not source.startswith("file://"):
-            with contextlib.suppress(RAGError):  # as `rag add` stored it (a refused one
-                spellings.append(self.crawler().validate_url(source))  # is not stored)
+        URI, a URL as given, percent-encoded or as `also` spells it (`_url_as_added`)."""
+        spellings = [*source_scope.url_spellings(source_scope.source_key(source)), *also]
         for key in spellings:
             if self.store.get_source(key) is not None or self.store.chunk_ids(key):
                 return key
@@ -1175,24 +1184,28 @@ class KnowledgeBase:
         if len(source) > MAX_SOURCE_CHARS:
             raise RAGError(f"The source is longer than {MAX_SOURCE_CHARS:,} characters.")
         await self.open()
-        key = await asyncio.to_thread(self._resolve_source, source.strip())
+        key = await asyncio.to_thread(
+            self._resolve_source, source.strip(), self._url_as_added(source.strip())
+        )
 
         def delete() -> int:
-            if not self.store.chunk_ids(key) and self.store.get_source(key) is None:
-                inside = self._files_under(key)  # a folder: the files indexed from it
-                if not inside:
-                    raise UnknownSourceError(
-                        f"Nothing is stored for {source}; list the stored sources with "
-                        "`rag stats` (or the rag_stats tool)."
-                    )
-                if not folder:
-                    raise UnknownSourceError(
-                        f"Nothing is stored for {source} itself: it is a folder of "
-                        f"{len(inside)} indexed files; `rag delete -r` in a terminal removes "
-                        "them all."
-                    )
-                return sum(self.store.delete_source(file) for file in inside)
-            return self.store.delete_source(key)
+            inside = self._files_under(key) if folder else []  # `-r`: the folder's files
+            stored = bool(self.store.chunk_ids(key)) or self.store.get_source(key) is not None
+            if inside:
+                own = self.store.delete_source(key) if stored else 0
+                return own + sum(self.store.delete_source(file) for file in inside)
+            if stored:
+                return self.store.delete_source(key)
+            files = 0 if folder else len(self._files_under(key))
+            if files:
+                raise UnknownSourceError(
+                    f"Nothing is stored for {source} itself: it is a folder of {files} "
+                    "indexed files; `rag delete -r` in a terminal removes them all."
+                )
+            raise UnknownSourceError(
+                f"Nothing is stored for {source}; list the stored sources with `rag stats` "
+                "(or the rag_stats tool)."
+            )
 
         removed = await self._locked(delete)
         logger.info("Deleted %s: %d chunks", key, removed)

@@ -230,13 +230,13 @@ def test_keys_taken_by_a_page_in_flight_are_not_recorded_as_seen() -> None:
         url="http://h/docs/b", title="", text="b", crawled_at="", content_hash="hb",
         final_url="http://h/docs/b-final",
     )  # fmt: skip
-    assert crawl._deduplicated(page, own)[0] is not None
+    assert crawl._deduplicated(page, own) is not None
     state = crawl.state()
     assert page_key("http://h/docs/b-final") not in state.seen and own in state.seen
 
     again = offline_crawl()
     again._restore(state)
-    assert again._deduplicated(page, own)[0] is not None  # not taken for a duplicate of itself
+    assert again._deduplicated(page, own) is not None  # not taken for a duplicate of itself
 
 
 def test_a_checkpoint_never_takes_a_crawl_out_of_its_scope() -> None:
