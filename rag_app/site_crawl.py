@@ -7,8 +7,8 @@ own and links are followed breadth-first within the start page's site and direct
 site's sitemap pages instead. No page is fetched twice (URL keys fold fragments, dot
 segments and trailing slashes; redirects and `<link rel=canonical>` are followed by
 key), and a crawl stores one text under one URL (a page stored before always gets what
-it serves now; see `_settle_deferred` for text an earlier crawl stored). One failing
-page never fails the crawl. Politeness (robots.txt, delays, concurrency) is the shared crawler's.
+it serves now). One failing page never fails the crawl. Politeness (robots.txt, delays,
+concurrency) is the shared crawler's.
 With a `checkpoint` callback the crawl publishes where it stands (`CrawlCheckpoint`) at
 most every `CHECKPOINT_EVERY_SEC` and when it stops; `run(start, resume=...)` goes on
 from such a checkpoint instead of starting over.
@@ -101,20 +101,12 @@ class SiteCrawl:
         spelled another way (`/guide/` vs `/guide/index.html`) updates it in place."""
         self._digest = digest or (lambda page: page.content_hash)
         self._hashes: dict[str, str] = {}
-        """Text taken in this crawl: digest → its URL (the same text under a second URL is
-        a duplicate)."""
-        self._stored_text: dict[str, str] = {}
-        """Text stored by an earlier crawl: digest → its URL. A new page with that text is a
-        duplicate unless this crawl finds that URL no longer holds it (`_settle_deferred`)."""
+        """Stored text's digest → its URL: the same text under a second URL is a duplicate,
+        within this crawl and against pages stored by an earlier one."""
         if digest is not None:
             for source, record in known.items():
                 if record.kind == "web" and record.content_hash and scope.admits(source):
-                    self._stored_text.setdefault(record.content_hash, source)
-        self._fetched: dict[str, str] = {}
-        """Page key → the digest it answered with in this crawl ("" when it was gone)."""
-        self._deferred: list[tuple[CrawledPage, SourceRecord | None]] = []
-        """New pages whose text an earlier crawl stored under another URL: decided at the
-        end, once this crawl may have seen that URL change or go."""
+                    self._hashes.setdefault(record.content_hash, source)
         self._queue: asyncio.Queue[tuple[str, str, int]] = asyncio.Queue()
         self._pending: dict[str, tuple[str, int]] = {}
         """Queued pages not finished yet (key → URL, depth), in queueing order."""
@@ -156,27 +148,8 @@ class SiteCrawl:
             await asyncio.gather(*tasks, return_exceptions=True)
             if stopped:  # cancelled: publish what is left, for a resume
                 self._save(force=True)
-        await self._settle_deferred()
         self.summary.error_details.sort(key=lambda d: d["url"])
         return self.summary
-
-    async def _settle_deferred(self) -> None:
-        """Store each new page whose text an earlier crawl stored under another URL if
-        that URL changed or is gone (a renamed page, text moved to a new page: asked once,
-        conditionally, when this crawl did not visit it); else it is a duplicate."""
-        for page, old in self._deferred:
-            digest = self._digest(page)
-            there = self._stored_text[digest]
-            now = self._fetched.get(page_key(there))
-            if now is None:
-                now = await self._answer_of(there, digest)
-            if now == digest:  # still there: one copy
-                self.summary.duplicates += 1
-                continue
-            try:
-                await self._ingest(from_page(page), old, self._committed)
-            except RAGError as err:
-                self._fail(page.url, str(err))
 
     async def _seed(self, start: str) -> None:
         """Queue the first pages: the sitemaps' pages, the index's links, or the start
@@ -403,7 +376,6 @@ class SiteCrawl:
                 self.scope = self.scope.rebased(outcome.final_url or url)
             elif outcome.final_url not in ("", url) and self._out_of_scope(outcome.final_url):
                 return  # redirected out of the scope (or to an excluded page): not stored
-            self._fetched[page_key(url)] = self._digest(outcome)
             page = self._deduplicated(outcome, page_key(url))
             if page is None and old is not None and old.content_hash != self._digest(outcome):
                 # stored before with other text: it holds what the site serves now, even
@@ -422,12 +394,7 @@ class SiteCrawl:
             if "noindex" in page.robots:
                 self.summary.filtered += 1
                 return
-            old = self.known.get(page.url, old)
-            elsewhere = self._stored_text.get(self._digest(page))
-            if old is None and elsewhere and page_key(elsewhere) != page_key(page.url):
-                self._deferred.append((page, old))  # decided once this crawl has ended
-                return
-            fetched = from_page(page)
+            fetched, old = from_page(page), self.known.get(page.url, old)
         try:
             await self._ingest(fetched, old, self._committed)
         except RAGError as err:
@@ -441,7 +408,8 @@ class SiteCrawl:
 
     def _deduplicated(self, page: CrawledPage, own: str) -> CrawledPage | None:
         """The page to store (under its canonical URL when the site names one in scope),
-        or None when the same page or the same text was already taken in this crawl."""
+        or None when the same page or the same text was already taken (in this crawl, or
+        stored earlier under another URL)."""
         if page.final_url and page.final_url != page.url:
             final_key = page_key(page.final_url)
             if final_key != page_key(page.url):
@@ -469,22 +437,8 @@ class SiteCrawl:
             return None
         return page
 
-    async def _answer_of(self, url: str, digest: str) -> str:
-        """What a stored page answers now: `digest` when unchanged (304 or the same
-        text), "" when gone, its new digest; `digest` too when it cannot tell."""
-        record = self.known.get(url)
-        etag = (record.etag or None) if record else None
-        modified = (record.last_modified or None) if record else None
-        try:
-            outcome = await self.crawler.crawl_page(url, etag, modified)
-        except RAGError as err:
-            return "" if getattr(err, "status", None) in (404, 410) else digest
-        return digest if isinstance(outcome, PageNotModified) else self._digest(outcome)
-
     async def _fetch_failed(self, url: str, old: SourceRecord | None, err: RAGError) -> None:
         detail = {"url": url, "reason": str(err)}
-        if getattr(err, "status", None) in (404, 410):
-            self._fetched[page_key(url)] = ""  # gone: its stored text is elsewhere now
         if getattr(err, "status", None) in (404, 410) and old is not None:
             detail["gone"] = "true"
             if self.options.prune:
