@@ -287,12 +287,8 @@ class SiteCrawl:
         if self._scheduled >= self._cap:
             self._count_left(raw, depth)
             return
-        try:
-            url = parse_url(raw, self.crawler.policy).url
-        except UrlRefusedError:
-            self.summary.out_of_scope += 1
-            return
-        if (depth > 0 or self.options.sitemap) and self._out_of_scope(url):
+        url = self._in_scope(raw, depth, count=True)
+        if url is None:
             return
         key = page_key(url)
         if key in self._seen:
@@ -311,16 +307,27 @@ class SiteCrawl:
             self.summary.over_cap += 1
             return
         self._over_cap_checked += 1
-        try:
-            url = parse_url(raw, self.crawler.policy).url
-        except UrlRefusedError:
-            return
-        if (depth > 0 or self.options.sitemap) and self.scope.check(url) is not None:
+        url = self._in_scope(raw, depth, count=False)
+        if url is None:
             return
         key = page_key(url)
         if key not in self._seen and key not in self._left:
             self._left.add(key)
             self.summary.over_cap += 1
+
+    def _in_scope(self, raw: str, depth: int, *, count: bool) -> str | None:
+        """A link's normalised URL when a crawl may take it (the start page and listed
+        pages of a depth-1 crawl are not scope-checked); with `count`, why not is counted."""
+        try:
+            url = parse_url(raw, self.crawler.policy).url
+        except UrlRefusedError:
+            self.summary.out_of_scope += count
+            return None
+        if depth > 0 or self.options.sitemap:
+            outside = self._out_of_scope(url) if count else self.scope.check(url) is not None
+            if outside:
+                return None
+        return url
 
     def _out_of_scope(self, url: str) -> bool:
         reason = self.scope.check(url)
@@ -382,15 +389,12 @@ class SiteCrawl:
                 # if another page has that text too (as a refresh stores it); a text stored
                 # elsewhere earlier may have changed there since, so nothing is removed
                 page = outcome
+            if follow and "nofollow" not in outcome.robots:  # a duplicate's lead on too
+                for link in outcome.links:
+                    self._schedule(link, depth + 1)
             if page is None:
                 self.summary.duplicates += 1
-                if follow and "nofollow" not in outcome.robots:  # its links still lead on
-                    for link in outcome.links:
-                        self._schedule(link, depth + 1)
                 return
-            if follow and "nofollow" not in page.robots:
-                for link in page.links:
-                    self._schedule(link, depth + 1)
             if "noindex" in page.robots:
                 self.summary.filtered += 1
                 return
