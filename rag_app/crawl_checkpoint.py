@@ -42,6 +42,12 @@ class CrawlCheckpoint:
     scheduled: int = 0
     done: int = 0
     summary: dict[str, Any] = field(default_factory=dict)
+    waiting: list[tuple[str, str, int]] = field(default_factory=list)
+    """New pages taken for duplicates of a stored page's text until this crawl knows
+    whether that page still holds it: (the stored page's key, the page's URL, depth)."""
+    again: list[str] = field(default_factory=list)
+    """Keys of queued pages that are such pages visited again (their first visit's
+    redirect and canonical keys are their own)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +58,8 @@ class CrawlCheckpoint:
             "scheduled": self.scheduled,
             "done": self.done,
             "summary": self.summary,
+            "waiting": [[key, url, depth] for key, url, depth in self.waiting],
+            "again": self.again,
         }
 
     @classmethod
@@ -76,12 +84,12 @@ class CrawlCheckpoint:
             raise ValueError("bad seen list")
         if not isinstance(pending, list) or len(pending) > MAX_CRAWL_PAGES:
             raise ValueError("bad pending list")
-        queued: list[tuple[str, int]] = []
-        for item in pending:
-            url, depth = item
-            if type(depth) is not int or not 0 < depth <= MAX_DEPTH:
-                raise ValueError(f"bad depth {depth!r}")
-            queued.append((web_url(url), depth))
+        queued = [(web_url(url), _depth(depth)) for url, depth in pending]
+        waiting, again = raw.get("waiting", []), raw.get("again", [])
+        if not isinstance(waiting, list) or len(waiting) > MAX_CRAWL_PAGES:
+            raise ValueError("bad waiting list")
+        if not isinstance(again, list) or len(again) > MAX_CRAWL_PAGES:
+            raise ValueError("bad again list")
         scheduled, done = raw["scheduled"], raw["done"]
         if not (type(scheduled) is int and type(done) is int and 0 <= done <= scheduled):
             raise ValueError("bad counters")
@@ -93,7 +101,15 @@ class CrawlCheckpoint:
             scheduled=scheduled,
             done=done,
             summary=_summary(raw.get("summary", {})),
+            waiting=[(web_url(key), web_url(url), _depth(depth)) for key, url, depth in waiting],
+            again=[web_url(key) for key in again],
         )
+
+
+def _depth(value: object) -> int:
+    if type(value) is not int or not 0 < value <= MAX_DEPTH:
+        raise ValueError(f"bad depth {value!r}")
+    return value
 
 
 def web_url(value: object) -> str:

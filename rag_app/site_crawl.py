@@ -7,7 +7,8 @@ own and links are followed breadth-first within the start page's site and direct
 site's sitemap pages instead. No page is fetched twice (URL keys fold fragments, dot
 segments and trailing slashes; redirects and `<link rel=canonical>` are followed by
 key), and a crawl stores one text under one URL (a page stored before always gets what
-it serves now). One failing page never fails the crawl. Politeness (robots.txt, delays,
+it serves now; a new page whose text a stored page holds is a duplicate only while that
+page still holds it, see `_held_elsewhere`). One failing page never fails the crawl. Politeness (robots.txt, delays,
 concurrency) is the shared crawler's.
 With a `checkpoint` callback the crawl publishes where it stands (`CrawlCheckpoint`) at
 most every `CHECKPOINT_EVERY_SEC` and when it stops; `run(start, resume=...)` goes on
@@ -101,12 +102,20 @@ class SiteCrawl:
         spelled another way (`/guide/` vs `/guide/index.html`) updates it in place."""
         self._digest = digest or (lambda page: page.content_hash)
         self._hashes: dict[str, str] = {}
-        """Stored text's digest → its URL: the same text under a second URL is a duplicate,
-        within this crawl and against pages stored by an earlier one."""
+        """Text taken in this crawl: digest → its URL (the same text under a second URL is a
+        duplicate)."""
+        self._stored_text: dict[str, list[str]] = {}
+        """Text an earlier crawl stored: digest → the URLs holding it. A new page with that
+        text is a duplicate while one of them still holds it (`_witnessed`)."""
         if digest is not None:
             for source, record in known.items():
                 if record.kind == "web" and record.content_hash and scope.admits(source):
-                    self._hashes.setdefault(record.content_hash, source)
+                    self._stored_text.setdefault(record.content_hash, []).append(source)
+        self._holds: dict[str, bool] = {}
+        """Stored page key → whether it answered this crawl with its stored text."""
+        self._waiting: dict[str, list[tuple[str, int]]] = {}
+        """Stored page key → new pages (URL, depth) skipped for holding its stored text, to
+        visit again if it turns out not to hold it any more (a renamed page, text moved)."""
         self._queue: asyncio.Queue[tuple[str, str, int]] = asyncio.Queue()
         self._pending: dict[str, tuple[str, int]] = {}
         """Queued pages not finished yet (key → URL, depth), in queueing order."""
@@ -116,6 +125,8 @@ class SiteCrawl:
         self._saved_at = 0.0
         self._save_every = CHECKPOINT_EVERY_SEC
         self._origin = ""
+        self._again: set[str] = set()
+        """Keys of pages queued again by `_revisit`."""
         self._taken: dict[str, list[str]] = {}
         """Keys a page in flight took besides its own (redirect target, canonical URL)."""
 
@@ -186,6 +197,8 @@ class SiteCrawl:
             scheduled=self._scheduled,
             done=self._done,
             summary=self.summary.to_dict(),
+            waiting=[(key, url, at) for key, pages in self._waiting.items() for url, at in pages],
+            again=[key for key in self._again if key in self._pending],
         )
 
     def _restore(self, resume: CrawlCheckpoint) -> None:
@@ -201,6 +214,9 @@ class SiteCrawl:
             self._seen.add(key)
             self._pending[key] = (url, depth)
             self._queue.put_nowait((key, url, depth))
+        for key, url, depth in resume.waiting:
+            self._waiting.setdefault(key, []).append((url, depth))
+        self._again.update(resume.again)
         self._scheduled, self._done = resume.scheduled, resume.done
         saved = CrawlSummary.from_dict(resume.summary)
         for name, value in dataclasses.asdict(saved).items():
@@ -376,6 +392,9 @@ class SiteCrawl:
                 raise  # the start page itself: the crawl cannot begin
             await self._fetch_failed(url, old, err)
             return
+        if old is not None:  # whether it still holds its text decides who waits on it
+            unchanged = isinstance(outcome, PageNotModified)
+            self._settle(url, unchanged or self._digest(outcome) == old.content_hash)
         if isinstance(outcome, PageNotModified):
             fetched: Fetched | NotModified = NotModified(url)
         else:
@@ -392,13 +411,17 @@ class SiteCrawl:
             if follow and "nofollow" not in outcome.robots:  # a duplicate's lead on too
                 for link in outcome.links:
                     self._schedule(link, depth + 1)
+            if page is not None:
+                old = self.known.get(page.url, old)
+                if old is None and self._held_elsewhere(page, url, depth):
+                    page = None
             if page is None:
                 self.summary.duplicates += 1
                 return
             if "noindex" in page.robots:
                 self.summary.filtered += 1
                 return
-            fetched, old = from_page(page), self.known.get(page.url, old)
+            fetched = from_page(page)
         try:
             await self._ingest(fetched, old, self._committed)
         except RAGError as err:
@@ -410,14 +433,74 @@ class SiteCrawl:
         self.summary.chunks_stored += result.chunks
         self.summary.unchanged += int(result.unchanged)
 
+    def _held_elsewhere(self, page: CrawledPage, url: str, depth: int) -> bool:
+        """Whether a new page's text is one an earlier crawl stored under another URL that
+        still holds it. Until this crawl knows, it is: that URL is asked (queued like a
+        link, within the page limit) and this page visited again if it turns out gone or
+        changed (a renamed page, text moved to a new page); past the page limit the stored
+        copy keeps the text."""
+        mine = {page_key(page.url), page_key(url)}
+        holders = [
+            there
+            for there in self._stored_text.get(self._digest(page), ())
+            if page_key(there) not in mine
+        ]
+        if not holders:
+            return False
+        if any(self._holds.get(page_key(there)) for there in holders):
+            return True
+        there = holders[0]
+        key = page_key(there)
+        if key not in self._seen and self._scheduled < self._cap and self.scope.admits(there):
+            self._schedule(there, max(depth, 1))
+        if key in self._seen:
+            self._waiting.setdefault(key, []).append((url, max(depth, 1)))
+        return True
+
+    def _settle(self, url: str, holds: bool) -> None:
+        """Record whether a stored page answered with its stored text; if not, the new
+        pages skipped for holding that text are visited again (once the text is nowhere
+        else), each counted once."""
+        key = page_key(url)
+        if key in self._holds:
+            return
+        self._holds[key] = holds
+        waiting = self._waiting.pop(key, [])
+        record = self.known.get(url)
+        if record is None:
+            return
+        digest = record.content_hash
+        if holds:  # the stored page keeps the text, not a page that waited on it
+            owner = self._hashes.get(digest)
+            if owner is None or page_key(owner) in {page_key(u) for u, _ in waiting}:
+                self._hashes[digest] = url
+            return
+        holders = [u for u in self._stored_text.get(digest, ()) if page_key(u) != key]
+        self._stored_text[digest] = holders
+        for again, depth in waiting:
+            self._revisit(again, depth)
+
+    def _revisit(self, url: str, depth: int) -> None:
+        """Queue again a page taken for a duplicate of a stored page's text that the stored
+        page turned out not to hold (it stays within the progress total: it is undone)."""
+        key = page_key(url)
+        if key in self._pending:
+            return
+        self._again.add(key)
+        self._pending[key] = (url, depth)
+        self._queue.put_nowait((key, url, depth))
+        self._done = max(0, self._done - 1)
+        self.summary.duplicates = max(0, self.summary.duplicates - 1)
+
     def _deduplicated(self, page: CrawledPage, own: str) -> CrawledPage | None:
         """The page to store (under its canonical URL when the site names one in scope),
-        or None when the same page or the same text was already taken (in this crawl, or
-        stored earlier under another URL)."""
+        or None when the same page or the same text was already taken in this crawl. A
+        page visited again (`_revisit`) keeps the keys its first visit took."""
+        again = own in self._again
         if page.final_url and page.final_url != page.url:
             final_key = page_key(page.final_url)
             if final_key != page_key(page.url):
-                if final_key in self._seen:
+                if final_key in self._seen and not again:
                     return None
                 self._seen.add(final_key)
                 self._taken.setdefault(own, []).append(final_key)
@@ -428,7 +511,7 @@ class SiteCrawl:
                 canonical = ""
             key = page_key(canonical) if canonical else ""
             if key and key != page_key(page.url) and self.scope.admits(canonical):
-                if key in self._seen:
+                if key in self._seen and not again:
                     return None
                 self._seen.add(key)
                 self._taken.setdefault(own, []).append(key)
@@ -443,6 +526,8 @@ class SiteCrawl:
 
     async def _fetch_failed(self, url: str, old: SourceRecord | None, err: RAGError) -> None:
         detail = {"url": url, "reason": str(err)}
+        if old is not None:  # gone: its text is free; any other failure tells nothing
+            self._settle(url, getattr(err, "status", None) not in (404, 410))
         if getattr(err, "status", None) in (404, 410) and old is not None:
             detail["gone"] = "true"
             if self.options.prune:
