@@ -8,8 +8,8 @@ site's sitemap pages instead. No page is fetched twice (URL keys fold fragments,
 segments and trailing slashes; redirects and `<link rel=canonical>` are followed by
 key), and a crawl stores one text under one URL (a page stored before always gets what
 it serves now; a new page whose text a stored page holds is a duplicate only while that
-page still holds it, see `_held_elsewhere`). One failing page never fails the crawl. Politeness (robots.txt, delays,
-concurrency) is the shared crawler's.
+page still holds it, see `_held_elsewhere`). One failing page never fails the crawl.
+Politeness (robots.txt, delays, concurrency) is the shared crawler's.
 With a `checkpoint` callback the crawl publishes where it stands (`CrawlCheckpoint`) at
 most every `CHECKPOINT_EVERY_SEC` and when it stops; `run(start, resume=...)` goes on
 from such a checkpoint instead of starting over.
