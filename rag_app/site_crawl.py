@@ -106,7 +106,7 @@ class SiteCrawl:
         duplicate)."""
         self._stored_text: dict[str, list[str]] = {}
         """Text an earlier crawl stored: digest → the URLs holding it. A new page with that
-        text is a duplicate while one of them still holds it (`_witnessed`)."""
+        text is a duplicate while one of them still holds it (`_held_elsewhere`)."""
         if digest is not None:
             for source, record in known.items():
                 if record.kind == "web" and record.content_hash and scope.admits(source):
@@ -116,6 +116,8 @@ class SiteCrawl:
         self._waiting: dict[str, list[tuple[str, int]]] = {}
         """Stored page key → new pages (URL, depth) skipped for holding its stored text, to
         visit again if it turns out not to hold it any more (a renamed page, text moved)."""
+        self._reserved = 0
+        """Page-limit slots kept for visiting the waiting pages again (one each)."""
         self._queue: asyncio.Queue[tuple[str, str, int]] = asyncio.Queue()
         self._pending: dict[str, tuple[str, int]] = {}
         """Queued pages not finished yet (key → URL, depth), in queueing order."""
@@ -214,10 +216,13 @@ class SiteCrawl:
             self._seen.add(key)
             self._pending[key] = (url, depth)
             self._queue.put_nowait((key, url, depth))
-        for key, url, depth in resume.waiting:
-            self._waiting.setdefault(key, []).append((url, depth))
-        self._again.update(resume.again)
         self._scheduled, self._done = resume.scheduled, resume.done
+        room = self._cap - self._scheduled
+        for key, url, depth in resume.waiting:  # a checkpoint never widens the crawl
+            if key in self._pending and self.scope.admits(url) and self._reserved < room:
+                self._waiting.setdefault(key, []).append((url, depth))
+                self._reserved += 1
+        self._again.update(key for key in resume.again if key in self._pending)
         saved = CrawlSummary.from_dict(resume.summary)
         for name, value in dataclasses.asdict(saved).items():
             setattr(self.summary, name, value)
@@ -300,7 +305,7 @@ class SiteCrawl:
         is reached, further links and listed pages are only counted, and past the first
         `OVER_CAP_CHECKED` of them not even checked: a page of 100,000 links or a sitemap
         of millions costs nothing more)."""
-        if self._scheduled >= self._cap:
+        if self._scheduled + self._reserved >= self._cap:
             self._count_left(raw, depth)
             return
         url = self._in_scope(raw, depth, count=True)
@@ -393,8 +398,7 @@ class SiteCrawl:
             await self._fetch_failed(url, old, err)
             return
         if old is not None:  # whether it still holds its text decides who waits on it
-            unchanged = isinstance(outcome, PageNotModified)
-            self._settle(url, unchanged or self._digest(outcome) == old.content_hash)
+            self._settle(url, self._still_holds(outcome, old))
         if isinstance(outcome, PageNotModified):
             fetched: Fetched | NotModified = NotModified(url)
         else:
@@ -427,6 +431,13 @@ class SiteCrawl:
         except RAGError as err:
             self._fail(url, str(err))
 
+    def _still_holds(self, outcome: CrawledPage | PageNotModified, old: SourceRecord) -> bool:
+        """A stored page answered with its stored text, to be stored again (not `noindex`:
+        a refresh would remove it)."""
+        if isinstance(outcome, PageNotModified):
+            return True
+        return self._digest(outcome) == old.content_hash and "noindex" not in outcome.robots
+
     def _committed(self, result: IngestResult) -> None:
         """Count a stored page (called when its write is durable, even after a cancel)."""
         self.summary.pages_crawled += 1
@@ -435,10 +446,13 @@ class SiteCrawl:
 
     def _held_elsewhere(self, page: CrawledPage, url: str, depth: int) -> bool:
         """Whether a new page's text is one an earlier crawl stored under another URL that
-        still holds it. Until this crawl knows, it is: that URL is asked (queued like a
-        link, within the page limit) and this page visited again if it turns out gone or
-        changed (a renamed page, text moved to a new page); past the page limit the stored
-        copy keeps the text."""
+        still holds it. Until this crawl knows, it is taken for one: that URL is asked
+        (queued like a link) and this page visited again if it turns out gone or changed
+        (a renamed page, text moved to a new page), a slot of the page limit being kept
+        for that. When this crawl cannot learn it (no room under the limit, the URL out of
+        scope, or met without being visited: taken by a redirect or canonical URL, the
+        index of a depth-1 crawl, answered before a resume), the page is stored: two copies
+        of a text are better than none once a refresh removes the old URL."""
         mine = {page_key(page.url), page_key(url)}
         holders = [
             there
@@ -451,21 +465,27 @@ class SiteCrawl:
             return True
         there = holders[0]
         key = page_key(there)
-        if key not in self._seen and self._scheduled < self._cap and self.scope.admits(there):
+        room = self._cap - self._scheduled - self._reserved
+        if key not in self._seen and room >= 2 and self.scope.admits(there):
             self._schedule(there, max(depth, 1))
-        if key in self._seen:
-            self._waiting.setdefault(key, []).append((url, max(depth, 1)))
+        elif key not in self._pending or room < 1:
+            return False
+        if key not in self._pending:
+            return False
+        self._reserved += 1
+        self._waiting.setdefault(key, []).append((url, max(depth, 1)))
         return True
 
     def _settle(self, url: str, holds: bool) -> None:
-        """Record whether a stored page answered with its stored text; if not, the new
-        pages skipped for holding that text are visited again (once the text is nowhere
-        else), each counted once."""
+        """Record whether a stored page answered with its stored text (as a page this
+        crawl stores); if not, the new pages skipped for holding that text are visited
+        again (once the text is nowhere else)."""
         key = page_key(url)
         if key in self._holds:
             return
         self._holds[key] = holds
         waiting = self._waiting.pop(key, [])
+        self._reserved = max(0, self._reserved - len(waiting))
         record = self.known.get(url)
         if record is None:
             return
@@ -482,14 +502,14 @@ class SiteCrawl:
 
     def _revisit(self, url: str, depth: int) -> None:
         """Queue again a page taken for a duplicate of a stored page's text that the stored
-        page turned out not to hold (it stays within the progress total: it is undone)."""
+        page turned out not to hold (in the page-limit slot kept for it)."""
         key = page_key(url)
-        if key in self._pending:
+        if key in self._pending or not self.scope.admits(url):
             return
         self._again.add(key)
+        self._scheduled += 1
         self._pending[key] = (url, depth)
         self._queue.put_nowait((key, url, depth))
-        self._done = max(0, self._done - 1)
         self.summary.duplicates = max(0, self.summary.duplicates - 1)
 
     def _deduplicated(self, page: CrawledPage, own: str) -> CrawledPage | None:

@@ -1,8 +1,10 @@
 """A re-crawl that meets, under a new URL, text an earlier crawl stored under another:
 a renamed page, text moved to a new page, a second copy of a live page. The new page is
 a duplicate only while the stored URL still holds the text, so a refresh removing the old
-URL never leaves the text stored nowhere. Against a real programmable site and a real
-knowledge base."""
+URL never leaves the text stored nowhere. Edges: the old URL asking not to be indexed,
+taken by a canonical URL, answered before a resume, out of a rebased scope or past the
+page limit; tampered checkpoints (never widening a crawl); several workers, sitemaps, a
+renamed start page, a 301. Against a real programmable site and a real knowledge base."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from rag_app import site_crawl
 from rag_app.config import RAGSettings
+from rag_app.crawl.scope import page_key
 from rag_app.crawl_checkpoint import CrawlCheckpoint
 from rag_app.knowledge import KnowledgeBase
 from tests.conftest import CountingEmbedding
@@ -143,22 +147,6 @@ async def test_a_copy_of_a_page_that_still_holds_its_text_stays_a_duplicate(
     assert counting_embed.texts == embedded  # the index's text is the same (links aside)
 
 
-async def test_past_the_page_limit_the_stored_copy_keeps_the_text(kb: KnowledgeBase) -> None:
-    """The old URL is not asked beyond `max_pages`: the new page stays a duplicate and the
-    stored copy keeps the text (nothing is removed by a crawl)."""
-    site = first_site()
-    async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
-        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
-        site.pages[NEW] = site.pages.pop(OLD)
-        site.statuses.clear()
-        capped = dataclasses.replace(DEEP, max_pages=3)
-        second = await kb.ingest_from_index(start, options=capped)
-    assert asked(site, OLD) == 0 and len({p for p, _ in site.statuses} - {"/robots.txt"}) == 3
-    assert await holding(kb, "alphaword") == [site.url(OLD)], second
-
-
 async def test_a_crawl_stopped_while_the_old_url_is_asked_finishes_the_rename_on_resume(
     kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,3 +196,302 @@ def test_a_checkpoint_keeps_its_waiting_pages_and_refuses_bad_ones() -> None:
     for bad in ([["http://h/a", "file:///etc/passwd", 1]], [["http://h/a", "http://h/b", 0]], "x"):
         assert CrawlCheckpoint.parse({**base, "waiting": bad}) is None
     assert CrawlCheckpoint.parse({**base, "again": ["javascript:x"]}) is None
+
+
+NOINDEX = '<meta name="robots" content="noindex">'
+
+
+async def test_an_old_url_now_noindex_does_not_hold_the_text(kb: KnowledgeBase) -> None:
+    site = first_site()
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
+        site.pages[NEW] = TEXT
+        site.pages[OLD] = html("Alpha", "The alpha page alphaword.", head=NOINDEX)
+        second = await kb.ingest_from_index(start, options=DEEP)
+        refreshed = await kb.refresh()
+    assert await holding(kb, "alphaword") == [site.url(NEW)], (second, refreshed)
+
+
+async def test_an_old_url_taken_by_a_canonical_url_does_not_keep_the_new_page_waiting(
+    kb: KnowledgeBase,
+) -> None:
+    site = first_site()
+    rewritten = html(
+        "Alpha", "Rewritten page deltaword.", head='<link rel="canonical" href="a.html">'
+    )
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("a", "b.html", "c.html"))
+        site.pages["/docs/a"] = rewritten
+        site.pages[OLD] = rewritten
+        site.pages[NEW] = TEXT
+        second = await kb.ingest_from_index(start, options=DEEP)
+    assert await holding(kb, "deltaword") == [site.url(OLD)], second
+    assert await holding(kb, "alphaword") == [site.url(NEW)], second
+
+
+async def test_a_resume_after_the_old_url_answered_404_stores_the_new_page(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
+    site = first_site()
+    second_visit = asyncio.Event()
+    held = asyncio.Event()
+    served = 0
+
+    async def new_page(_request: Any) -> Any:
+        nonlocal served
+        served += 1
+        if served == 2:
+            second_visit.set()
+            await held.wait()
+        return web.Response(text=TEXT, content_type="text/html")
+
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
+        del site.pages[OLD]  # 404
+        site.override[NEW] = new_page
+        states: list[dict[str, Any]] = []
+        task = asyncio.create_task(
+            kb.ingest_from_index(start, options=DEEP, checkpoint=states.append)
+        )
+        await asyncio.wait_for(second_visit.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        held.set()
+        state = CrawlCheckpoint.parse(states[-1])
+        assert state is not None and [u for u, _ in state.pending] == [site.url(NEW)], states[-1]
+        resumed = await kb.ingest_from_index(start, options=DEEP, resume=state)
+        after = await holding(kb, "alphaword")
+        refreshed = await kb.refresh()
+    assert site.url(NEW) in after, resumed
+    assert await holding(kb, "alphaword") == [site.url(NEW)], refreshed
+
+
+async def test_a_tampered_checkpoint_cannot_take_a_waiting_page_out_of_scope(
+    kb: KnowledgeBase,
+) -> None:
+    site = first_site()
+    site.pages["/private/secret.html"] = html("Secret", "Private secretword.")
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        del site.pages[OLD]  # 404
+        site.statuses.clear()
+        raw = {
+            "start": start,
+            "origin": start,
+            "seen": [],
+            "scheduled": 1,
+            "done": 0,
+            "pending": [[site.url(OLD), 1]],
+            "waiting": [[page_key(site.url(OLD)), site.url("/private/secret.html"), 1]],
+            "again": [],
+        }
+        state = CrawlCheckpoint.parse(raw)
+        assert state is not None
+        resumed = await kb.ingest_from_index(start, options=DEEP, resume=state)
+    assert await holding(kb, "secretword") == [], (resumed, site.statuses)
+
+
+async def test_a_tampered_checkpoint_cannot_pass_the_page_limit_with_waiting_pages(
+    kb: KnowledgeBase,
+) -> None:
+    site = first_site()
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        del site.pages[OLD]  # 404
+        site.statuses.clear()
+        raw = {
+            "start": start,
+            "origin": start,
+            "seen": [],
+            "scheduled": 1,
+            "done": 0,
+            "pending": [[site.url(OLD), 1]],
+            "waiting": [
+                [page_key(site.url(OLD)), site.url(f"/docs/x{i}.html"), 1] for i in range(50)
+            ],
+            "again": [],
+        }
+        state = CrawlCheckpoint.parse(raw)
+        assert state is not None
+        progress: list[tuple[int, int]] = []
+        capped = dataclasses.replace(DEEP, max_pages=2)
+        await kb.ingest_from_index(
+            start, options=capped, resume=state, progress=lambda d, s: progress.append((d, s))
+        )
+    fetched = {p for p, _ in site.statuses} - {"/robots.txt"}
+    assert all(d <= s for d, s in progress), progress[-3:]
+    assert len(fetched) <= 2, sorted(fetched)
+
+
+async def test_a_depth_1_crawl_stores_text_moved_off_its_index_page(
+    kb: KnowledgeBase,
+) -> None:
+    old_index = html("Home", "Welcome homeword.", ("a.html", "c.html"))
+    site = first_site()
+    site.pages["/docs/index.html"] = old_index
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        assert await holding(kb, "homeword") == [start]
+        site.pages["/docs/index.html"] = html("Home", "New landing.", ("intro.html", "c.html"))
+        site.pages["/docs/intro.html"] = old_index
+        second = await kb.ingest_from_index(start)  # the default: depth 1
+        refreshed = await kb.refresh()
+    assert await holding(kb, "homeword") == [site.url("/docs/intro.html")], (second, refreshed)
+
+
+@pytest.fixture
+async def kb_follow(kb: KnowledgeBase) -> KnowledgeBase:
+    kb.settings = kb.settings.model_copy(update={"rag_follow_redirects": True})
+    kb._crawler = None  # the crawler reads the setting
+    return kb
+
+
+async def test_an_old_url_outside_the_rebased_scope_does_not_hold_the_text(
+    kb_follow: KnowledgeBase,
+) -> None:
+    kb = kb_follow
+    site = first_site()
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        del site.pages[OLD]
+        del site.pages["/docs/index.html"]
+
+        async def moved(_request: Any) -> Any:
+            raise web.HTTPMovedPermanently(location="/docs/v2/index.html")
+
+        site.override["/docs/index.html"] = moved
+        site.pages["/docs/v2/index.html"] = html("Home", "Welcome.", ("a.html",))
+        site.pages["/docs/v2/a.html"] = TEXT
+        second = await kb.ingest_from_index(start, options=DEEP)
+        refreshed = await kb.refresh()
+    assert await holding(kb, "alphaword") == [site.url("/docs/v2/a.html")], (second, refreshed)
+
+
+@pytest.mark.parametrize("follow", [False, True])
+async def test_a_301_rename_keeps_the_text_stored(kb: KnowledgeBase, follow: bool) -> None:
+    if follow:
+        kb.settings = kb.settings.model_copy(update={"rag_follow_redirects": True})
+        kb._crawler = None
+    site = first_site()
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
+        site.pages[NEW] = site.pages.pop(OLD)
+
+        async def moved(_request: Any) -> Any:
+            raise web.HTTPMovedPermanently(location=NEW)
+
+        site.override[OLD] = moved
+        second = await kb.ingest_from_index(start, options=DEEP)
+        refreshed = await kb.refresh()
+    assert await holding(kb, "alphaword"), (second, refreshed)  # under one URL or the other
+
+
+async def test_past_the_page_limit_the_new_page_is_stored_and_survives_the_refresh(
+    kb: KnowledgeBase,
+) -> None:
+    site = first_site()
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
+        site.pages[NEW] = site.pages.pop(OLD)
+        capped = dataclasses.replace(DEEP, max_pages=3)
+        second = await kb.ingest_from_index(start, options=capped)
+        refreshed = await kb.refresh()
+    assert await holding(kb, "alphaword") != [], (second, refreshed)
+
+
+async def test_a_renamed_start_page_is_stored_and_counted_once(kb: KnowledgeBase) -> None:
+    site = first_site()
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        site.pages["/docs/start.html"] = site.pages.pop("/docs/index.html")
+        progress: list[tuple[int, int]] = []
+        second = await kb.ingest_from_index(
+            site.url("/docs/start.html"),
+            options=DEEP,
+            progress=lambda d, s: progress.append((d, s)),
+        )
+    assert site.url("/docs/start.html") in await holding(kb, "Welcome"), second
+    assert second.duplicates == 0 and second.pages_crawled == 3, second
+    assert progress[-1][0] == progress[-1][1] and all(d <= s for d, s in progress), progress
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+async def test_renames_and_live_copies_with_several_workers(
+    kb: KnowledgeBase, workers: int
+) -> None:
+    kb.settings = kb.settings.model_copy(update={"rag_crawl_concurrency": workers})
+    site = first_site()
+    for i in range(6):
+        site.pages[f"/docs/p{i}.html"] = html(f"P{i}", f"Page {i} word{i}.")
+    links = ("a.html", "c.html", *(f"p{i}.html" for i in range(6)))
+    site.pages["/docs/index.html"] = html("Home", "Welcome.", links)
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        for i in range(3):  # three renames, three copies of live pages
+            site.pages[f"/docs/n{i}.html"] = site.pages.pop(f"/docs/p{i}.html")
+            site.pages[f"/docs/k{i}.html"] = site.pages[f"/docs/p{i + 3}.html"]
+        renamed = (f"n{i}.html" for i in range(3))
+        copies = (f"k{i}.html" for i in range(3))
+        links = ("b.html", "c.html", *renamed, *copies, *(f"p{i}.html" for i in range(3, 6)))
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", links)
+        site.pages[NEW] = site.pages.pop(OLD)
+        progress: list[tuple[int, int]] = []
+        second = await kb.ingest_from_index(
+            start, options=DEEP, progress=lambda d, s: progress.append((d, s))
+        )
+        refreshed = await kb.refresh()
+    for i in range(3):
+        assert await holding(kb, f"word{i}") == [site.url(f"/docs/n{i}.html")], (second, refreshed)
+        assert await holding(kb, f"word{i + 3}") == [site.url(f"/docs/p{i + 3}.html")]
+    assert second.duplicates == 3, second
+    assert progress[-1][0] == progress[-1][1] and all(d <= s for d, s in progress), progress
+
+
+async def test_a_sitemap_crawl_stores_a_renamed_page(kb: KnowledgeBase) -> None:
+    site = first_site()
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages[NEW] = site.pages.pop(OLD)
+
+        def sitemap(_request: Any) -> Any:
+            urls = "".join(f"<url><loc>{site.url(p)}</loc></url>" for p in (NEW, "/docs/c.html"))
+            body = f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
+            return web.Response(text=body, content_type="application/xml")
+
+        site.override["/sitemap.xml"] = sitemap
+        opts = dataclasses.replace(DEEP, sitemap=True)
+        second = await kb.ingest_from_index(start, options=opts)
+        refreshed = await kb.refresh()
+    assert await holding(kb, "alphaword") == [site.url(NEW)], (second, refreshed)
+    assert second.duplicates == 0, second
+
+
+async def test_a_page_visited_again_stays_within_the_page_limit(kb: KnowledgeBase) -> None:
+    site = first_site()
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html",))
+        site.pages[NEW] = site.pages.pop(OLD)
+        site.statuses.clear()
+        second = await kb.ingest_from_index(start, options=dataclasses.replace(DEEP, max_pages=3))
+    requests = [p for p, _ in site.statuses if p != "/robots.txt"]
+    assert len(requests) <= 3, (requests, second)
