@@ -209,6 +209,8 @@ async def _run_queries(
             retrieve, data.queries, args.n_results, config=config, progress=update
         )
     config.extra["no_match_cost"] = no_match_cost(data.queries, verdicts, s.rag_no_match_cutoff)
+    declined = no_match_declined(data.queries, verdicts, s.rag_no_match_cutoff)
+    config.extra["no_match_declined"] = declined
     return report
 
 
@@ -230,6 +232,21 @@ def no_match_cost(
         first = [q for q in lost if verdicts[q.query][1][:1] in ([s] for s in q.expected_sources)]
         out[f"cutoff {t:g}"] = {"declined": len(lost), "relevant_first": len(first)}
     return out
+
+
+def no_match_declined(
+    queries: Sequence[EvalQuery],
+    verdicts: dict[str, tuple[Evidence, list[str]]],
+    cutoff: float | None,
+) -> list[dict[str, Any]]:
+    """The answerable queries the no-match rule declined at `cutoff`, with the evidence
+    that decided each (the first 50): what a change of the rule costs, by name."""
+    lost = [
+        q
+        for q in queries
+        if q.expected_sources and q.query in verdicts and verdicts[q.query][0].declines(cutoff)
+    ]
+    return [{"query": q.query, **verdicts[q.query][0].to_dict()} for q in lost[:50]]
 
 
 def _print_summary(report: EvaluationReport, comparison: Comparison | None) -> None:

@@ -66,7 +66,11 @@ class EvaluationConfig:
             "threshold": self.threshold,
             **self.extra,
         }
-        return ", ".join(f"{key}={'none' if v is None else v}" for key, v in parts.items())
+        return ", ".join(  # lists (the queries a rule declined) are for the JSON report
+            f"{key}={'none' if v is None else v}"
+            for key, v in parts.items()
+            if not isinstance(v, list)
+        )
 
 
 @dataclass
