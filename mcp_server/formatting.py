@@ -149,6 +149,8 @@ def format_refresh(summary: RefreshSummary) -> str:
         f"エラー: {summary.errors}件",
         f"埋め込んだチャンク: {summary.embedded}",
     ]
+    if summary.joined:  # another client's refresh was running: its summary, not a second run
+        lines.insert(0, "実行中の更新確認に合流しました（その結果です）。")
     lines += [
         f"- 移動 (canonical URL の変更): {m['from']} → {m['to']}"
         for m in summary.moved_pages[:MAX_LISTED_ERRORS]

@@ -210,6 +210,7 @@ class RefreshOutput(BaseModel):
             removed_urls=list(summary.removed_urls),
             moved=summary.moved,
             moved_pages=list(summary.moved_pages),
+            joined=summary.joined,
         )
 
     @classmethod

@@ -777,7 +777,7 @@ class KnowledgeBase:
             if not (job.get("joined") and done["state"] == "cancelled" and done["interrupted"]):
                 break
             logger.info("The refresh job %s joined was cancelled; starting one", job["id"])
-        return await self.job_result(job["id"])
+        return {**await self.job_result(job["id"]), "joined": bool(job.get("joined"))}
 
     async def resume_jobs(self) -> list[str]:
         """Keep a record of running jobs from now on, and start again the jobs a previous

@@ -295,6 +295,8 @@ class RefreshSummary:
     """Stored again where the page now lives (its canonical URL changed), old copy dropped."""
     moved_pages: list[dict[str, str]] = field(default_factory=list)
     """`{"from": stored URL, "to": new URL}` for each moved page."""
+    joined: bool = False
+    """The refresh was already running when asked for: this is that job's summary."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,9 +16,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from mcp_server.formatting import format_refresh
+from mcp_server.schemas import RefreshOutput
 from rag_app.config import RAGSettings
 from rag_app.knowledge import KnowledgeBase
 from rag_app.refresh import SITE_GONE_MIN
+from rag_app.results import RefreshSummary
 from tests.conftest import CountingEmbedding
 from tests.programmable_site import Site, html, running
 from tests.refresh_site import DEEP, docs, stored
@@ -355,6 +358,24 @@ async def test_a_second_refresh_joins_the_running_one(serial_kb: KnowledgeBase) 
         third = await kb.start_refresh()  # none running any more: a new job
         assert third["id"] != first["id"] and not third.get("joined")
         await kb.wait_job(third["id"])
+
+
+async def test_a_refresh_waited_for_says_it_joined_the_running_one(
+    serial_kb: KnowledgeBase,
+) -> None:
+    """`rag_refresh wait=true` while a refresh runs answers with that job's summary and
+    says so (it read like a refresh of its own)."""
+    kb, site = serial_kb, Site(pages=docs(3))
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        first = await kb.start_refresh()
+        waited = RefreshSummary.from_dict(await kb.refresh_in_job())
+        own = RefreshSummary.from_dict(await kb.refresh_in_job())  # none running: its own
+    assert waited.joined and waited.checked == 4, waited
+    assert not first.get("joined") and not own.joined, own
+    assert format_refresh(waited).startswith("実行中の更新確認に合流しました")
+    assert RefreshOutput.of(waited).joined and not RefreshOutput.of(own).joined
+    assert "合流" not in format_refresh(own)
 
 
 async def test_a_page_whose_canonical_url_changed_moves_to_it(
