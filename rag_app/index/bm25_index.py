@@ -30,8 +30,7 @@ import numpy as np
 
 from rag_app.index import bm25_segments as seg
 from rag_app.index.bm25_postings import Bag, Postings, QueryTerm, bag_of
-from rag_app.index.key_typos import KeyVariants, one_edit
-from rag_app.index.lexicon import is_english_word
+from rag_app.index.key_typos import KeyVariants
 from rag_app.index.tokenizer import (
     BOUND,
     GRAM,
@@ -280,21 +279,6 @@ class BM25Index:
                     continue
                 out.append(name)
             return out
-
-    def unknown_names(self, names: Sequence[str]) -> list[str]:
-        """Those of `names` (`no_match.named_words`) no live chunk holds, nor a word one
-        typo away, as the tokenizer indexes them: a stem one edit away (`Vwga` for `Vega`)
-        or an English word one edit away, stemmed (`Performace` for `Performance`, whose
-        stems differ more; other words are not stemmed: Snowball cuts `hashli` to `hash`)."""
-        out = []
-        for name in names:
-            base = stem(name)
-            words = (w for w in one_edit(name) if is_english_word(w))
-            near = {base, *one_edit(base), *map(stem, words)}
-            with self._lock:
-                if not any(self._held(t) for t in near):
-                    out.append(name)
-        return out
 
     def _postings(self, term: str) -> list[np.ndarray]:
         """The slots holding `term` in the body or the context field (under the lock)."""

@@ -20,13 +20,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from rag_app.index.bm25_index import FieldWeights
 from rag_app.index.exact_vectors import VectorMatches
 from rag_app.index.fusion import fetch_count, fuse
-from rag_app.index.no_match import (
-    Evidence,
-    bm25_lead,
-    excess_of,
-    named_code,
-    named_words,
-)
+from rag_app.index.no_match import Evidence, bm25_lead, excess_of, named_code
 from rag_app.index.store import KnowledgeStore, Neighbourhood
 from rag_app.parsing.metadata_modes import hide_keys
 from rag_app.results import SCORE_KEYS, SEARCH_MODES
@@ -228,14 +222,10 @@ class HybridRetriever(BaseRetriever):
         best = min((d for _, d in vec.hits), default=None)
         evidence = Evidence(excess=excess_of(best, vec.spread))
         cutoff = self.no_match_cutoff
-        measured = cutoff is not None and evidence.excess is not None
-        code, names = (named_code(query), named_words(query)) if measured else ([], [])
+        code = named_code(query) if cutoff is not None and evidence.excess is not None else []
         if code:
             evidence.code = code
             evidence.unseen_code = await asyncio.to_thread(self.store.unknown_code, code)
-        if names:
-            evidence.names = names
-            evidence.unseen_names = await asyncio.to_thread(self.store.unknown_names, names)
         if not evidence.names_unknown_code() and evidence.declines(cutoff):
             top = outcome.fused or outcome.vector or outcome.bm25
             ids = [n.node.node_id for n in top[:1]]

@@ -66,21 +66,6 @@ def within_one_edit(a: str, b: str) -> bool:
     return i + 1 < len(a) and a[i] == b[i + 1] and a[i + 1] == b[i] and a[i + 2 :] == b[i + 2 :]
 
 
-_TYPO_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-def one_edit(word: str) -> set[str]:
-    """The Latin words one edit from `word` (Damerau; ~75 per character): to look a typo
-    up in a vocabulary without an index of its own."""
-    cuts = [(word[:i], word[i:]) for i in range(len(word) + 1)]
-    out = {a + b[1:] for a, b in cuts if b}
-    out |= {a + b[1] + b[0] + b[2:] for a, b in cuts if len(b) > 1}
-    out |= {a + c + b[1:] for a, b in cuts if b for c in _TYPO_CHARS}
-    out |= {a + c + b for a, b in cuts for c in _TYPO_CHARS}
-    out.discard(word)
-    return out
-
-
 def _hash(text: str) -> int:
     return hash(text) & 0xFFFF_FFFF_FFFF_FFFF
 
@@ -277,4 +262,4 @@ class KeyVariants:
         return list(dict.fromkeys([*kept, *(term for *_, term in fuzzy)]))
 
 
-__all__ = ["KeyVariants", "one_edit", "query_spans", "variants", "within_one_edit"]
+__all__ = ["KeyVariants", "query_spans", "variants", "within_one_edit"]

@@ -21,9 +21,7 @@ the vector side says: documentation that never writes `patch` does not document
 `unittest.mock.patch`, however close its neighbours about similar code are. A name counts
 as held by its last parts (`BM25Index.unknown_code`: a query may qualify a name more or
 less than the docs do), and one held name keeps the search (`my_tasks` beside
-`asyncio.gather()` is the user's own). So is a query that names things by plain words
-that are not English (`hashlib`, `tkinter`: `named_words`, `lexicon`) none of which the
-store holds, nor a word one typo away (`BM25Index.unknown_names`: `Vwga` is `Vega`).
+`asyncio.gather()` is the user's own).
 
 It needs the similarity of every chunk, which the exact-search copy computes anyway
 (`rag_app.index.exact_vectors.Spread`); a store above `RAG_EXACT_SEARCH_MAX_CHUNKS`, or
@@ -37,8 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rag_app.index.exact_vectors import Spread
-from rag_app.index.lexicon import is_english_word
-from rag_app.index.tokenizer import STOP_WORDS, code_names, normalize, stem
+from rag_app.index.tokenizer import code_names, normalize, stem
 
 MIN_CHUNKS = 200
 """Below this many chunks searched the spread says too little to decline anything."""
@@ -49,33 +46,8 @@ no-answer questions)."""
 BM25_LEAD = 1.2
 """A best BM25 hit scoring this many times the second one is a lookup BM25 answered."""
 _CALL = re.compile(r"(?<![a-z0-9_.])([a-z_][a-z0-9_]*)\(\)")
-_WORD = re.compile(r"(?<![a-z0-9_.])[a-z]+(?![a-z0-9_(]|\.[a-z0-9_])")
-"""A plain word: not part of a dotted path, a snake_case name or a call (`named_code`)."""
-MIN_NAME_CHARS = 4
-"""Shorter words (`sha`, `gui`) are too often abbreviations a paraphrase brings."""
-MIN_NAME_LETTERS = 3
-"""Distinct letters a name has at least: `OOOO`, `xxxx` are placeholders (a JSQuAD
-question's masked word), not names."""
-MAX_NAME_CHARS = 40
-MAX_NAMES = 8
-"""Plain names looked up per query (each costs ~1–3 ms of typo variants)."""
 QUERY_SCAN_CHARS = 1000
 """Code names are looked for in the first this many characters of a query."""
-
-
-def named_words(query: str) -> list[str]:
-    """The plain words a query names something by, rather than says something with:
-    words of `MIN_NAME_CHARS`+ Latin letters (BM25 terms whole: no digit, no code; not a
-    placeholder such as `OOOO`) that are neither English words (`lexicon`) nor stop words
-    (`hashlib`, `tkinter`, `json`, a product's name)."""
-    norm = normalize(query[:QUERY_SCAN_CHARS])
-    words = [
-        w
-        for w in _WORD.findall(norm)
-        if MIN_NAME_CHARS <= len(w) <= MAX_NAME_CHARS and len(set(w)) >= MIN_NAME_LETTERS
-    ]
-    names = dict.fromkeys(w for w in words if w not in STOP_WORDS and not is_english_word(w))
-    return list(names)[:MAX_NAMES]
 
 
 def named_code(query: str) -> list[str]:
@@ -103,23 +75,10 @@ class Evidence:
     unseen_code: list[str] | None = None
     """Those of `code` the store does not hold, judged by their last parts
     (`BM25Index.unknown_code`)."""
-    names: list[str] | None = None
-    """The plain words the query names something by (`named_words`; None when none or
-    the vector side was not measured)."""
-    unseen_names: list[str] | None = None
-    """Those of `names` the store does not hold, nor a word one typo away
-    (`BM25Index.unknown_names`)."""
 
     def names_unknown_code(self) -> bool:
-        """The query names code the store holds none of, or names things by plain words
-        the store holds none of (and no code it holds: `myjob` beside `asyncio.gather()`
-        is the user's own)."""
-        code, unseen_code = self.code or [], self.unseen_code or []
-        if code and len(unseen_code) == len(code):
-            return True
-        names = self.names or []
-        held_code = len(unseen_code) < len(code)
-        return bool(names) and len(self.unseen_names or ()) == len(names) and not held_code
+        """The query names code and the store holds none of it."""
+        return bool(self.code) and len(self.unseen_code or ()) == len(self.code or ())
 
     def declines(self, cutoff: float | None) -> bool:
         """Whether the rule at `cutoff` says nothing answers the query (`cutoff` None:

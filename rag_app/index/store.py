@@ -270,9 +270,6 @@ class KnowledgeStore:
     def unknown_code(self, names: Sequence[str]) -> list[str]:
         return self.bm25.unknown_code(names)
 
-    def unknown_names(self, names: Sequence[str]) -> list[str]:
-        return self.bm25.unknown_names(names)
-
     def bm25_search(
         self,
         query: str,
