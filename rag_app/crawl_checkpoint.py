@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 MAX_SEEN = 4 * MAX_CRAWL_PAGES
 """Keys one crawl can see: its pages plus their redirect targets and canonical URLs."""
 MAX_URL_CHARS = 8192
+MAX_DIGEST_CHARS = 128
 
 
 @dataclass
@@ -42,9 +43,10 @@ class CrawlCheckpoint:
     scheduled: int = 0
     done: int = 0
     summary: dict[str, Any] = field(default_factory=dict)
-    waiting: list[tuple[str, str, int]] = field(default_factory=list)
+    waiting: list[tuple[str, str, int, str]] = field(default_factory=list)
     """New pages taken for duplicates of a stored page's text until this crawl knows
-    whether that page still holds it: (the stored page's key, the page's URL, depth)."""
+    whether that page still holds it: (the stored page's URL, the page's URL, depth, the
+    text's digest)."""
     again: list[str] = field(default_factory=list)
     """Keys of queued pages that are such pages visited again (their first visit's
     redirect and canonical keys are their own)."""
@@ -58,7 +60,7 @@ class CrawlCheckpoint:
             "scheduled": self.scheduled,
             "done": self.done,
             "summary": self.summary,
-            "waiting": [[key, url, depth] for key, url, depth in self.waiting],
+            "waiting": [list(waiter) for waiter in self.waiting],
             "again": self.again,
         }
 
@@ -101,9 +103,18 @@ class CrawlCheckpoint:
             scheduled=scheduled,
             done=done,
             summary=_summary(raw.get("summary", {})),
-            waiting=[(web_url(key), web_url(url), _depth(depth)) for key, url, depth in waiting],
+            waiting=[
+                (web_url(holder), web_url(url), _depth(depth), _digest(digest))
+                for holder, url, depth, digest in waiting
+            ],
             again=[web_url(key) for key in again],
         )
+
+
+def _digest(value: object) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_DIGEST_CHARS:
+        raise ValueError("bad digest")
+    return value
 
 
 def _depth(value: object) -> int:

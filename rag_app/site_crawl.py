@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ from rag_app.crawl.pages import NotModified as PageNotModified
 from rag_app.crawl.scope import CrawlScope, OutOfScope, page_key
 from rag_app.crawl.url_safety import parse_url
 from rag_app.crawl_checkpoint import CrawlCheckpoint
+from rag_app.crawl_copies import StoredCopies
 from rag_app.crawl_options import CrawlOptions
 from rag_app.errors import CrawlError, RAGError, UrlRefusedError
 from rag_app.fetching import Fetched, NotModified, from_page
@@ -53,6 +55,8 @@ SCHEDULE_SLICE = 1000
 """Listed pages queued between two turns of the event loop."""
 OVER_CAP_CHECKED = 5_000
 """Links met after the page limit that are still checked, to count the pages left out."""
+HELD_BACK = 1_000
+"""Links held back while the page limit's last slots are kept for waiting pages."""
 CHECKPOINT_EVERY_SEC = 1.0
 """How often a crawl publishes its checkpoint at most (a resume repeats at most the pages
 finished since: they cost a request each and, unchanged, no embedding)."""
@@ -104,20 +108,11 @@ class SiteCrawl:
         self._hashes: dict[str, str] = {}
         """Text taken in this crawl: digest → its URL (the same text under a second URL is a
         duplicate)."""
-        self._stored_text: dict[str, list[str]] = {}
-        """Text an earlier crawl stored: digest → the URLs holding it. A new page with that
-        text is a duplicate while one of them still holds it (`_held_elsewhere`)."""
-        if digest is not None:
-            for source, record in known.items():
-                if record.kind == "web" and record.content_hash and scope.admits(source):
-                    self._stored_text.setdefault(record.content_hash, []).append(source)
-        self._holds: dict[str, bool] = {}
-        """Stored page key → whether it answered this crawl with its stored text."""
-        self._waiting: dict[str, list[tuple[str, int]]] = {}
-        """Stored page key → new pages (URL, depth) skipped for holding its stored text, to
-        visit again if it turns out not to hold it any more (a renamed page, text moved)."""
-        self._reserved = 0
-        """Page-limit slots kept for visiting the waiting pages again (one each)."""
+        self._copies = StoredCopies(known if digest is not None else {}, scope)
+        """Text an earlier crawl stored, and the new pages waiting on it (`_held_elsewhere`)."""
+        self._held_back: deque[tuple[str, int]] = deque()
+        """Links met while the page limit's last slots were kept for pages waiting on a
+        stored copy: queued if a slot comes free (`HELD_BACK` at most)."""
         self._queue: asyncio.Queue[tuple[str, str, int]] = asyncio.Queue()
         self._pending: dict[str, tuple[str, int]] = {}
         """Queued pages not finished yet (key → URL, depth), in queueing order."""
@@ -161,6 +156,8 @@ class SiteCrawl:
             await asyncio.gather(*tasks, return_exceptions=True)
             if stopped:  # cancelled: publish what is left, for a resume
                 self._save(force=True)
+        while self._held_back:  # no slot came free for them
+            self._count_left(*self._held_back.popleft())
         self.summary.error_details.sort(key=lambda d: d["url"])
         return self.summary
 
@@ -199,7 +196,7 @@ class SiteCrawl:
             scheduled=self._scheduled,
             done=self._done,
             summary=self.summary.to_dict(),
-            waiting=[(key, url, at) for key, pages in self._waiting.items() for url, at in pages],
+            waiting=self._copies.waiters(),
             again=[key for key in self._again if key in self._pending],
         )
 
@@ -217,12 +214,15 @@ class SiteCrawl:
             self._pending[key] = (url, depth)
             self._queue.put_nowait((key, url, depth))
         self._scheduled, self._done = resume.scheduled, resume.done
-        room = self._cap - self._scheduled
-        for key, url, depth in resume.waiting:  # a checkpoint never widens the crawl
-            if key in self._pending and self.scope.admits(url) and self._reserved < room:
-                self._waiting.setdefault(key, []).append((url, depth))
-                self._reserved += 1
         self._again.update(key for key in resume.again if key in self._pending)
+        for waiter in resume.waiting:  # a checkpoint never widens the crawl
+            holder, url, depth, _digest = waiter
+            if self._room() < 1 or not self.scope.admits(url):
+                continue
+            if page_key(holder) in self._pending and self._copies.still_holding(waiter):
+                self._copies.wait(waiter)
+            else:  # its stored page answered (and was stored anew) before the stop
+                self._revisit(url, depth)
         saved = CrawlSummary.from_dict(resume.summary)
         for name, value in dataclasses.asdict(saved).items():
             setattr(self.summary, name, value)
@@ -305,7 +305,11 @@ class SiteCrawl:
         is reached, further links and listed pages are only counted, and past the first
         `OVER_CAP_CHECKED` of them not even checked: a page of 100,000 links or a sitemap
         of millions costs nothing more)."""
-        if self._scheduled + self._reserved >= self._cap:
+        if self._room() < 1:
+            kept = self._copies.reserved and self._scheduled < self._cap  # may come free
+            if kept and len(self._held_back) < HELD_BACK:
+                self._held_back.append((raw, depth))
+                return
             self._count_left(raw, depth)
             return
         url = self._in_scope(raw, depth, count=True)
@@ -370,6 +374,8 @@ class SiteCrawl:
                 except Exception as err:  # one page must never fail the crawl
                     logger.exception("Unexpected error crawling %s", url)
                     self._fail(url, f"Unexpected error ({type(err).__name__}); see the log.")
+                    if url in self.known:  # what it holds now is unknown: its waiters go on
+                        self._settle(url, False)
                 finished = True  # not when cancelled: the page stays queued for a resume
             except Exception:  # the bookkeeping itself failed: the worker goes on
                 logger.exception("Crawl bookkeeping failed for %s", url)
@@ -447,64 +453,53 @@ class SiteCrawl:
     def _held_elsewhere(self, page: CrawledPage, url: str, depth: int) -> bool:
         """Whether a new page's text is one an earlier crawl stored under another URL that
         still holds it. Until this crawl knows, it is taken for one: that URL is asked
-        (queued like a link) and this page visited again if it turns out gone or changed
-        (a renamed page, text moved to a new page), a slot of the page limit being kept
-        for that. When this crawl cannot learn it (no room under the limit, the URL out of
-        scope, or met without being visited: taken by a redirect or canonical URL, the
-        index of a depth-1 crawl, answered before a resume), the page is stored: two copies
-        of a text are better than none once a refresh removes the old URL."""
-        mine = {page_key(page.url), page_key(url)}
-        holders = [
-            there
-            for there in self._stored_text.get(self._digest(page), ())
-            if page_key(there) not in mine
-        ]
+        (queued like a link) and this page visited again if it turns out gone, changed or
+        `noindex` (a renamed page, text moved to a new page), a slot of the page limit
+        being kept for that. When this crawl cannot learn it (no room under the limit, the
+        URL out of scope, or met without being visited: taken by a redirect or canonical
+        URL, the index of a depth-1 crawl, another stored spelling of a page, answered
+        before a resume), the page is stored: two copies of a text are better than none
+        once a refresh removes the old URL."""
+        digest = self._digest(page)
+        holders = self._copies.holders(digest, {page_key(page.url), page_key(url)})
         if not holders:
             return False
-        if any(self._holds.get(page_key(there)) for there in holders):
+        if any(self._copies.holds(there) for there in holders):
             return True
         there = holders[0]
         key = page_key(there)
-        room = self._cap - self._scheduled - self._reserved
-        if key not in self._seen and room >= 2 and self.scope.admits(there):
+        if self._spelling.get(key, there) != there:
+            return False  # the page is asked under another stored spelling
+        if key not in self._seen and self._room() >= 2 and self.scope.admits(there):
             self._schedule(there, max(depth, 1))
-        elif key not in self._pending or room < 1:
+        if key not in self._pending or self._room() < 1:
             return False
-        if key not in self._pending:
-            return False
-        self._reserved += 1
-        self._waiting.setdefault(key, []).append((url, max(depth, 1)))
+        self._copies.wait((there, url, max(depth, 1), digest))
         return True
 
+    def _room(self) -> int:
+        """Pages the limit still allows, besides the slots kept for waiting pages."""
+        return self._cap - self._scheduled - self._copies.reserved
+
     def _settle(self, url: str, holds: bool) -> None:
-        """Record whether a stored page answered with its stored text (as a page this
-        crawl stores); if not, the new pages skipped for holding that text are visited
-        again (once the text is nowhere else)."""
-        key = page_key(url)
-        if key in self._holds:
-            return
-        self._holds[key] = holds
-        waiting = self._waiting.pop(key, [])
-        self._reserved = max(0, self._reserved - len(waiting))
+        """Record whether a stored page answered with its stored text; the new pages that
+        waited on it are visited again unless it does (then it keeps the text, not them)."""
+        kept, again = self._copies.settle(url, holds)
         record = self.known.get(url)
-        if record is None:
-            return
-        digest = record.content_hash
-        if holds:  # the stored page keeps the text, not a page that waited on it
-            owner = self._hashes.get(digest)
-            if owner is None or page_key(owner) in {page_key(u) for u, _ in waiting}:
-                self._hashes[digest] = url
-            return
-        holders = [u for u in self._stored_text.get(digest, ()) if page_key(u) != key]
-        self._stored_text[digest] = holders
-        for again, depth in waiting:
-            self._revisit(again, depth)
+        if kept and record is not None:  # the stored page owns the text in this crawl
+            owner = self._hashes.get(record.content_hash)
+            if owner is None or page_key(owner) in {page_key(u) for u in kept}:
+                self._hashes[record.content_hash] = url
+        for page, depth in again:
+            self._revisit(page, depth)
+        while self._held_back and self._room() > 0:  # a kept slot came free
+            self._schedule(*self._held_back.popleft())
 
     def _revisit(self, url: str, depth: int) -> None:
         """Queue again a page taken for a duplicate of a stored page's text that the stored
         page turned out not to hold (in the page-limit slot kept for it)."""
         key = page_key(url)
-        if key in self._pending or not self.scope.admits(url):
+        if key in self._pending:
             return
         self._again.add(key)
         self._scheduled += 1

@@ -18,7 +18,6 @@ from aiohttp import web
 
 from rag_app import site_crawl
 from rag_app.config import RAGSettings
-from rag_app.crawl.scope import page_key
 from rag_app.crawl_checkpoint import CrawlCheckpoint
 from rag_app.knowledge import KnowledgeBase
 from tests.conftest import CountingEmbedding
@@ -179,7 +178,7 @@ async def test_a_crawl_stopped_while_the_old_url_is_asked_finishes_the_rename_on
         held.set()
         state = CrawlCheckpoint.parse(states[-1])
         assert state is not None and state.waiting, states[-1]
-        assert [url for _, url, _ in state.waiting] == [site.url(NEW)]
+        assert [url for _, url, *_ in state.waiting] == [site.url(NEW)]
         del site.override[OLD]  # now a plain 404
         resumed = await kb.ingest_from_index(start, options=DEEP, resume=state)
     assert await holding(kb, "alphaword") == sorted([site.url(NEW), site.url(OLD)]), resumed
@@ -189,11 +188,17 @@ async def test_a_crawl_stopped_while_the_old_url_is_asked_finishes_the_rename_on
 def test_a_checkpoint_keeps_its_waiting_pages_and_refuses_bad_ones() -> None:
     base = {"start": "http://h/d/", "origin": "http://h/d/", "seen": [], "pending": []}
     base |= {"scheduled": 0, "done": 0}
-    good = {**base, "waiting": [["http://h/d/a.html", "http://h/d/b.html", 2]], "again": []}
-    parsed = CrawlCheckpoint.parse(good)
-    assert parsed is not None and parsed.waiting == [("http://h/d/a.html", "http://h/d/b.html", 2)]
+    waiter = ("http://h/d/a.html", "http://h/d/b.html", 2, "d1g")
+    parsed = CrawlCheckpoint.parse({**base, "waiting": [list(waiter)], "again": []})
+    assert parsed is not None and parsed.waiting == [waiter]
     assert CrawlCheckpoint.parse(parsed.to_dict()) == parsed
-    for bad in ([["http://h/a", "file:///etc/passwd", 1]], [["http://h/a", "http://h/b", 0]], "x"):
+    for bad in (
+        [["http://h/a", "file:///etc/passwd", 1, "d"]],
+        [["http://h/a", "http://h/b", 0, "d"]],
+        [["http://h/a", "http://h/b", 1, ""]],
+        [["http://h/a", "http://h/b", 1]],  # which text it waited for is part of it
+        "x",
+    ):
         assert CrawlCheckpoint.parse({**base, "waiting": bad}) is None
     assert CrawlCheckpoint.parse({**base, "again": ["javascript:x"]}) is None
 
@@ -291,7 +296,7 @@ async def test_a_tampered_checkpoint_cannot_take_a_waiting_page_out_of_scope(
             "scheduled": 1,
             "done": 0,
             "pending": [[site.url(OLD), 1]],
-            "waiting": [[page_key(site.url(OLD)), site.url("/private/secret.html"), 1]],
+            "waiting": [[site.url(OLD), site.url("/private/secret.html"), 1, "d1g"]],
             "again": [],
         }
         state = CrawlCheckpoint.parse(raw)
@@ -316,9 +321,7 @@ async def test_a_tampered_checkpoint_cannot_pass_the_page_limit_with_waiting_pag
             "scheduled": 1,
             "done": 0,
             "pending": [[site.url(OLD), 1]],
-            "waiting": [
-                [page_key(site.url(OLD)), site.url(f"/docs/x{i}.html"), 1] for i in range(50)
-            ],
+            "waiting": [[site.url(OLD), site.url(f"/docs/x{i}.html"), 1, "d1g"] for i in range(50)],
             "again": [],
         }
         state = CrawlCheckpoint.parse(raw)
@@ -412,7 +415,7 @@ async def test_past_the_page_limit_the_new_page_is_stored_and_survives_the_refre
         capped = dataclasses.replace(DEEP, max_pages=3)
         second = await kb.ingest_from_index(start, options=capped)
         refreshed = await kb.refresh()
-    assert await holding(kb, "alphaword") != [], (second, refreshed)
+    assert await holding(kb, "alphaword") != [], (refreshed, second, refreshed)
 
 
 async def test_a_renamed_start_page_is_stored_and_counted_once(kb: KnowledgeBase) -> None:
@@ -495,3 +498,119 @@ async def test_a_page_visited_again_stays_within_the_page_limit(kb: KnowledgeBas
         second = await kb.ingest_from_index(start, options=dataclasses.replace(DEEP, max_pages=3))
     requests = [p for p, _ in site.statuses if p != "/robots.txt"]
     assert len(requests) <= 3, (requests, second)
+
+
+@pytest.mark.parametrize("change", ["rewritten", "gone_pruned"])
+async def test_a_stop_after_the_old_url_answered_still_stores_the_waiting_page(
+    kb: KnowledgeBase,
+    monkeypatch: pytest.MonkeyPatch,
+    change: str,
+) -> None:
+    monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
+    site = first_site()
+    hang = asyncio.Event()
+    visiting_again = asyncio.Event()
+    served = 0
+
+    async def new_page(_request: Any) -> Any:
+        nonlocal served
+        served += 1
+        if served == 2:  # the visit again, after OLD answered
+            visiting_again.set()
+            await hang.wait()
+        return web.Response(text=TEXT, content_type="text/html")
+
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html", "a.html"))
+        site.override[NEW] = new_page
+        if change == "rewritten":  # text moved: OLD says something else now
+            site.pages[OLD] = html("Alpha", "Rewritten page deltaword.")
+        else:
+            del site.pages[OLD]  # 404
+        opts = dataclasses.replace(DEEP, prune=change == "gone_pruned")
+        states: list[dict[str, Any]] = []
+        task = asyncio.create_task(
+            kb.ingest_from_index(start, options=opts, checkpoint=states.append)
+        )
+        await asyncio.wait_for(visiting_again.wait(), 10)
+        # the kill: the last checkpoint that reached the journal is the one with NEW waiting
+        last = [s for s in states if s.get("waiting")][-1]
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        hang.set()
+        state = CrawlCheckpoint.parse(last)
+        assert state is not None and [u for _, u, *_ in state.waiting] == [site.url(NEW)]
+        resumed = await kb.ingest_from_index(start, options=opts, resume=state)
+        refreshed = await kb.refresh()
+    assert await holding(kb, "alphaword") == [site.url(NEW)], (resumed, refreshed)
+
+
+async def test_links_held_back_for_a_kept_slot_are_crawled_when_it_comes_free(
+    kb: KnowledgeBase,
+) -> None:
+    site = first_site()
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
+        site.pages[NEW] = TEXT  # a copy; OLD still holds it
+        site.pages["/docs/c.html"] = html("C", "The gamma page gammaword.", ("d.html", "e.html"))
+        site.pages["/docs/d.html"] = html("D", "The delta page deltaword.")
+        site.pages["/docs/e.html"] = html("E", "The epsilon page epsilonword.")
+        progress: list[tuple[int, int]] = []
+        second = await kb.ingest_from_index(
+            start,
+            options=dataclasses.replace(DEEP, max_pages=5),
+            progress=lambda d, s: progress.append((d, s)),
+        )
+    assert progress[-1][1] == 5 or second.over_cap == 0, (progress[-1], second)
+    assert asked(site, "/docs/d.html") == 1, (site.statuses, second)
+
+
+async def test_another_stored_spelling_of_a_page_does_not_hold_a_moved_text(
+    kb: KnowledgeBase,
+) -> None:
+    old_landing = html("Home", "Old landing homeword.", ("c.html",))
+    site = first_site()
+    site.pages["/docs/"] = old_landing
+    async with running(site):
+        await kb.ingest_page(site.url("/docs/"))
+        new_landing = html("Home", "New landing.", ("intro.html", "c.html"))
+        site.pages["/docs/"] = new_landing
+        site.pages["/docs/index.html"] = new_landing
+        await kb.ingest_page(site.url("/docs/index.html"))
+        site.pages["/docs/intro.html"] = old_landing
+        second = await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        refreshed = await kb.refresh()
+    assert await holding(kb, "homeword") == [site.url("/docs/intro.html")], (second, refreshed)
+
+
+async def test_a_start_page_outside_its_rebased_scope_is_visited_again(
+    kb: KnowledgeBase,
+) -> None:
+    kb.settings = kb.settings.model_copy(update={"rag_follow_redirects": True})
+    kb._crawler = None
+    site = first_site()
+    site.pages["/docs/index.html"] = html("Home", "Welcome.", ("v2/intro.html", "c.html"))
+    site.pages["/docs/v2/intro.html"] = TEXT
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        assert await holding(kb, "alphaword") == [site.url("/docs/v2/intro.html")]
+        del site.pages["/docs/v2/intro.html"]
+
+        async def moved(_request: Any) -> Any:
+            raise web.HTTPMovedPermanently(location="/docs/v2/index.html")
+
+        site.override["/docs/home.html"] = moved
+        site.pages["/docs/v2/index.html"] = TEXT
+        second = await kb.ingest_from_index(site.url("/docs/home.html"), options=DEEP)
+        refreshed = await kb.refresh()
+    assert await holding(kb, "alphaword") != [], (
+        refreshed,
+        second.error_details,
+        second.duplicates,
+        site.statuses[-4:],
+    )
