@@ -4,13 +4,11 @@ A new page whose text a stored page holds is a duplicate only while that page st
 holds it: a renamed page, or text moved to a new page, must not be skipped for a copy a
 later refresh removes (the text would then be stored nowhere). `StoredCopies` keeps, per
 text, the stored URLs holding it, what this crawl learnt of each (`settle`), and the new
-pages waiting for that answer (`wait`: one page-limit slot kept for visiting each again).
+pages waiting for that answer (`wait`).
 `rag_app.site_crawl` decides when to ask and when to visit again.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from rag_app.crawl.scope import CrawlScope, page_key
 from rag_app.index.chroma_store import SourceRecord
@@ -33,8 +31,6 @@ class StoredCopies:
         """Stored URL → whether it answered this crawl with its stored text."""
         self._waiting: dict[str, list[Waiter]] = {}
         """Stored page key → the new pages waiting on it."""
-        self.reserved = 0
-        """Page-limit slots kept for visiting the waiting pages again (one each)."""
 
     def holders(self, digest: str, mine: set[str]) -> list[str]:
         """The stored URLs (other than the page's own keys) that may still hold a text."""
@@ -46,31 +42,23 @@ class StoredCopies:
 
     def wait(self, waiter: Waiter) -> None:
         self._waiting.setdefault(page_key(waiter[0]), []).append(waiter)
-        self.reserved += 1
 
-    def settle(self, url: str, holds: bool) -> tuple[list[str], list[tuple[str, int]]]:
-        """Record what the stored page `url` answered (once). Returns the waiting pages it
-        keeps as duplicates (it holds the text they waited for) and those to visit again
-        (it does not, or they waited on another stored spelling of the same page, which
-        this crawl never asks)."""
+    def settle(self, url: str, holds: bool) -> list[tuple[str, int]]:
+        """Record what the stored page `url` answered (once); returns the waiting pages to
+        visit again (page URL, depth): all but those waiting for the text it still holds
+        (another stored spelling of the page is never asked: its waiters go too)."""
         if url in self._holds:
-            return [], []
+            return []
         self._holds[url] = holds
         record = self.known.get(url)
-        if record is not None and not holds:
-            digest = record.content_hash
-            self._by_digest[digest] = [u for u in self._by_digest.get(digest, ()) if u != url]
-        waiters = self._waiting.pop(page_key(url), [])
-        self.reserved = max(0, self.reserved - len(waiters))
-        kept: list[str] = []
-        again: list[tuple[str, int]] = []
-        for holder, page, depth, digest in waiters:
-            same = holds and holder == url and record is not None
-            if same and record is not None and record.content_hash == digest:
-                kept.append(page)
-            else:
-                again.append((page, depth))
-        return kept, again
+        digest = record.content_hash if record is not None else ""
+        if not holds and digest in self._by_digest:
+            self._by_digest[digest] = [u for u in self._by_digest[digest] if u != url]
+        return [
+            (page, depth)
+            for holder, page, depth, waited in self._waiting.pop(page_key(url), [])
+            if not (holds and holder == url and waited == digest)
+        ]
 
     def waiters(self) -> list[Waiter]:
         return [w for pages in self._waiting.values() for w in pages]
@@ -80,10 +68,6 @@ class StoredCopies:
         resume: the page may have answered, and been stored anew, before the kill)."""
         record = self.known.get(waiter[0])
         return record is not None and record.content_hash == waiter[3]
-
-    def restore(self, waiters: Iterable[Waiter]) -> None:
-        for waiter in waiters:
-            self.wait(waiter)
 
 
 __all__ = ["StoredCopies", "Waiter"]

@@ -21,7 +21,6 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -55,8 +54,6 @@ SCHEDULE_SLICE = 1000
 """Listed pages queued between two turns of the event loop."""
 OVER_CAP_CHECKED = 5_000
 """Links met after the page limit that are still checked, to count the pages left out."""
-HELD_BACK = 1_000
-"""Links held back while the page limit's last slots are kept for waiting pages."""
 CHECKPOINT_EVERY_SEC = 1.0
 """How often a crawl publishes its checkpoint at most (a resume repeats at most the pages
 finished since: they cost a request each and, unchanged, no embedding)."""
@@ -110,9 +107,6 @@ class SiteCrawl:
         duplicate)."""
         self._copies = StoredCopies(known if digest is not None else {}, scope)
         """Text an earlier crawl stored, and the new pages waiting on it (`_held_elsewhere`)."""
-        self._held_back: deque[tuple[str, int]] = deque()
-        """Links met while the page limit's last slots were kept for pages waiting on a
-        stored copy: queued if a slot comes free (`HELD_BACK` at most)."""
         self._queue: asyncio.Queue[tuple[str, str, int]] = asyncio.Queue()
         self._pending: dict[str, tuple[str, int]] = {}
         """Queued pages not finished yet (key → URL, depth), in queueing order."""
@@ -156,8 +150,6 @@ class SiteCrawl:
             await asyncio.gather(*tasks, return_exceptions=True)
             if stopped:  # cancelled: publish what is left, for a resume
                 self._save(force=True)
-        while self._held_back:  # no slot came free for them
-            self._count_left(*self._held_back.popleft())
         self.summary.error_details.sort(key=lambda d: d["url"])
         return self.summary
 
@@ -206,26 +198,32 @@ class SiteCrawl:
         if same_site(resume.start, self.scope.start):
             self.scope = self.scope.rebased(resume.start)
         self._seen.update(resume.seen)
+        queued = min(resume.scheduled - resume.done, self._cap)  # never more than it had
         for url, depth in resume.pending:
             key = page_key(url)
             if key in self._pending or self._out_of_scope(url):
                 continue  # a checkpoint never takes a crawl out of its scope
+            if len(self._pending) >= queued:
+                break
             self._seen.add(key)
             self._pending[key] = (url, depth)
             self._queue.put_nowait((key, url, depth))
         self._scheduled, self._done = resume.scheduled, resume.done
+        saved = CrawlSummary.from_dict(resume.summary)
+        for name, value in dataclasses.asdict(saved).items():
+            setattr(self.summary, name, value)
         self._again.update(key for key in resume.again if key in self._pending)
-        for waiter in resume.waiting:  # a checkpoint never widens the crawl
+        # a checkpoint never widens the crawl: each waiter was a page visited (done), in
+        # scope (or the start page), under the page limit
+        room = min(self._done, self._cap)
+        for waiter in resume.waiting[:room]:
             holder, url, depth, _digest = waiter
-            if self._room() < 1 or not self.scope.admits(url):
+            if not (self.scope.admits(url) or page_key(url) == page_key(self._origin)):
                 continue
             if page_key(holder) in self._pending and self._copies.still_holding(waiter):
                 self._copies.wait(waiter)
             else:  # its stored page answered (and was stored anew) before the stop
                 self._revisit(url, depth)
-        saved = CrawlSummary.from_dict(resume.summary)
-        for name, value in dataclasses.asdict(saved).items():
-            setattr(self.summary, name, value)
         logger.info(
             "Crawl of %s resumed: %d pages done, %d queued",
             resume.start, resume.done, len(self._pending),
@@ -305,11 +303,7 @@ class SiteCrawl:
         is reached, further links and listed pages are only counted, and past the first
         `OVER_CAP_CHECKED` of them not even checked: a page of 100,000 links or a sitemap
         of millions costs nothing more)."""
-        if self._room() < 1:
-            kept = self._copies.reserved and self._scheduled < self._cap  # may come free
-            if kept and len(self._held_back) < HELD_BACK:
-                self._held_back.append((raw, depth))
-                return
+        if self._scheduled >= self._cap:
             self._count_left(raw, depth)
             return
         url = self._in_scope(raw, depth, count=True)
@@ -421,7 +415,7 @@ class SiteCrawl:
             if follow and "nofollow" not in outcome.robots:  # a duplicate's lead on too
                 for link in outcome.links:
                     self._schedule(link, depth + 1)
-            if page is not None:
+            if page is not None and "noindex" not in page.robots:
                 old = self.known.get(page.url, old)
                 if old is None and self._held_elsewhere(page, url, depth):
                     page = None
@@ -453,13 +447,13 @@ class SiteCrawl:
     def _held_elsewhere(self, page: CrawledPage, url: str, depth: int) -> bool:
         """Whether a new page's text is one an earlier crawl stored under another URL that
         still holds it. Until this crawl knows, it is taken for one: that URL is asked
-        (queued like a link) and this page visited again if it turns out gone, changed or
-        `noindex` (a renamed page, text moved to a new page), a slot of the page limit
-        being kept for that. When this crawl cannot learn it (no room under the limit, the
-        URL out of scope, or met without being visited: taken by a redirect or canonical
-        URL, the index of a depth-1 crawl, another stored spelling of a page, answered
-        before a resume), the page is stored: two copies of a text are better than none
-        once a refresh removes the old URL."""
+        (queued like a link, within the page limit) and this page visited again if it
+        turns out not to hold it (gone, changed, `noindex`, failing: a renamed page, text
+        moved to a new page). When this crawl cannot learn it (no room under the limit,
+        the URL out of scope, or met without being visited: taken by a redirect or
+        canonical URL, the index of a depth-1 crawl, another stored spelling of a page),
+        the page is stored: two copies of a text are better than none once a refresh
+        removes the old URL."""
         digest = self._digest(page)
         holders = self._copies.holders(digest, {page_key(page.url), page_key(url)})
         if not holders:
@@ -470,39 +464,34 @@ class SiteCrawl:
         key = page_key(there)
         if self._spelling.get(key, there) != there:
             return False  # the page is asked under another stored spelling
-        if key not in self._seen and self._room() >= 2 and self.scope.admits(there):
+        if key not in self._seen and self._scheduled < self._cap and self.scope.admits(there):
             self._schedule(there, max(depth, 1))
-        if key not in self._pending or self._room() < 1:
+        if key not in self._pending:
             return False
         self._copies.wait((there, url, max(depth, 1), digest))
         return True
 
-    def _room(self) -> int:
-        """Pages the limit still allows, besides the slots kept for waiting pages."""
-        return self._cap - self._scheduled - self._copies.reserved
-
     def _settle(self, url: str, holds: bool) -> None:
         """Record whether a stored page answered with its stored text; the new pages that
-        waited on it are visited again unless it does (then it keeps the text, not them)."""
-        kept, again = self._copies.settle(url, holds)
+        waited on it are visited again unless it does (then it owns the text here)."""
+        again = self._copies.settle(url, holds)
         record = self.known.get(url)
-        if kept and record is not None:  # the stored page owns the text in this crawl
+        if holds and record is not None:
             owner = self._hashes.get(record.content_hash)
-            if owner is None or page_key(owner) in {page_key(u) for u in kept}:
+            if owner is None or owner not in self.known:  # not a page stored before
                 self._hashes[record.content_hash] = url
         for page, depth in again:
             self._revisit(page, depth)
-        while self._held_back and self._room() > 0:  # a kept slot came free
-            self._schedule(*self._held_back.popleft())
 
     def _revisit(self, url: str, depth: int) -> None:
         """Queue again a page taken for a duplicate of a stored page's text that the stored
-        page turned out not to hold (in the page-limit slot kept for it)."""
+        page turned out not to hold: one request more than the page limit's count (the
+        page was counted at its first visit), at most one per stored copy."""
         key = page_key(url)
         if key in self._pending:
             return
         self._again.add(key)
-        self._scheduled += 1
+        self._done = max(0, self._done - 1)
         self._pending[key] = (url, depth)
         self._queue.put_nowait((key, url, depth))
         self.summary.duplicates = max(0, self.summary.duplicates - 1)
@@ -541,8 +530,8 @@ class SiteCrawl:
 
     async def _fetch_failed(self, url: str, old: SourceRecord | None, err: RAGError) -> None:
         detail = {"url": url, "reason": str(err)}
-        if old is not None:  # gone: its text is free; any other failure tells nothing
-            self._settle(url, getattr(err, "status", None) not in (404, 410))
+        if old is not None:  # whatever it holds, this crawl cannot tell: not the text
+            self._settle(url, False)
         if getattr(err, "status", None) in (404, 410) and old is not None:
             detail["gone"] = "true"
             if self.options.prune:

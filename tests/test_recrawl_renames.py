@@ -487,7 +487,9 @@ async def test_a_sitemap_crawl_stores_a_renamed_page(kb: KnowledgeBase) -> None:
     assert second.duplicates == 0, second
 
 
-async def test_a_page_visited_again_stays_within_the_page_limit(kb: KnowledgeBase) -> None:
+async def test_the_page_limit_counts_pages_and_a_renamed_one_costs_one_request_more(
+    kb: KnowledgeBase,
+) -> None:
     site = first_site()
     async with running(site):
         start = site.url("/docs/index.html")
@@ -495,9 +497,16 @@ async def test_a_page_visited_again_stays_within_the_page_limit(kb: KnowledgeBas
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html",))
         site.pages[NEW] = site.pages.pop(OLD)
         site.statuses.clear()
-        second = await kb.ingest_from_index(start, options=dataclasses.replace(DEEP, max_pages=3))
+        progress: list[tuple[int, int]] = []
+        second = await kb.ingest_from_index(
+            start,
+            options=dataclasses.replace(DEEP, max_pages=3),
+            progress=lambda d, s: progress.append((d, s)),
+        )
     requests = [p for p, _ in site.statuses if p != "/robots.txt"]
-    assert len(requests) <= 3, (requests, second)
+    assert len(set(requests)) == 3 and requests.count(NEW) == 2, (requests, second)
+    assert progress[-1] == (3, 3) and all(d <= s for d, s in progress), progress
+    assert await holding(kb, "alphaword") == sorted([site.url(NEW), site.url(OLD)])
 
 
 @pytest.mark.parametrize("change", ["rewritten", "gone_pruned"])
@@ -548,7 +557,7 @@ async def test_a_stop_after_the_old_url_answered_still_stores_the_waiting_page(
     assert await holding(kb, "alphaword") == [site.url(NEW)], (resumed, refreshed)
 
 
-async def test_links_held_back_for_a_kept_slot_are_crawled_when_it_comes_free(
+async def test_a_page_waiting_on_a_live_copy_costs_no_link_the_limit_has_room_for(
     kb: KnowledgeBase,
 ) -> None:
     site = first_site()
@@ -614,3 +623,144 @@ async def test_a_start_page_outside_its_rebased_scope_is_visited_again(
         second.duplicates,
         site.statuses[-4:],
     )
+
+
+async def test_a_resume_keeps_a_waiting_start_page_outside_its_rebased_scope(
+    kb: KnowledgeBase,
+) -> None:
+    kb.settings = kb.settings.model_copy(update={"rag_follow_redirects": True})
+    kb._crawler = None  # the crawler reads the setting
+    site = first_site()
+    site.pages["/docs/index.html"] = html("Home", "Welcome.", ("v2/intro.html", "c.html"))
+    site.pages["/docs/v2/intro.html"] = TEXT
+    asking, held = asyncio.Event(), asyncio.Event()
+
+    async def slow(_request: Any) -> Any:
+        asking.set()
+        await held.wait()
+        raise web.HTTPNotFound()
+
+    async def moved(_request: Any) -> Any:
+        raise web.HTTPMovedPermanently(location="/docs/v2/index.html")
+
+    async with running(site):
+        await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
+        del site.pages["/docs/v2/intro.html"]
+        site.override["/docs/v2/intro.html"] = slow
+        site.override["/docs/home.html"] = moved
+        site.pages["/docs/v2/index.html"] = TEXT
+        start = site.url("/docs/home.html")
+        states: list[dict[str, Any]] = []
+        task = asyncio.create_task(
+            kb.ingest_from_index(start, options=DEEP, checkpoint=states.append)
+        )
+        await asyncio.wait_for(asking.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        held.set()
+        state = CrawlCheckpoint.parse(states[-1])
+        assert state is not None and [u for _, u, *_ in state.waiting] == [start]
+        del site.override["/docs/v2/intro.html"]  # a plain 404
+        resumed = await kb.ingest_from_index(start, options=DEEP, resume=state)
+        refreshed = await kb.refresh()
+    assert await holding(kb, "alphaword") != [], (resumed, refreshed)
+
+
+async def test_an_old_url_failing_during_the_crawl_does_not_hold_the_text(
+    kb: KnowledgeBase,
+) -> None:
+    site = first_site()
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
+        site.pages[NEW] = site.pages.pop(OLD)
+        site.override[OLD] = lambda _r: web.Response(status=403, text="forbidden")
+        second = await kb.ingest_from_index(start, options=DEEP)
+        del site.override[OLD]  # now 404
+        refreshed = await kb.refresh()
+    assert await holding(kb, "alphaword") == [site.url(NEW)], (second, refreshed)
+
+
+async def test_a_page_visited_again_at_a_resume_is_counted_once(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
+    site = first_site()
+    hang, again = asyncio.Event(), asyncio.Event()
+    served = 0
+
+    async def new_page(_request: Any) -> Any:
+        nonlocal served
+        served += 1
+        if served == 2:
+            again.set()
+            await hang.wait()
+        return web.Response(text=TEXT, content_type="text/html")
+
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html", "a.html"))
+        site.override[NEW] = new_page
+        site.pages[OLD] = html("Alpha", "Rewritten page deltaword.")
+        states: list[dict[str, Any]] = []
+        task = asyncio.create_task(
+            kb.ingest_from_index(start, options=DEEP, checkpoint=states.append)
+        )
+        await asyncio.wait_for(again.wait(), 10)
+        last = [s for s in states if s.get("waiting")][-1]  # a kill: the last one journalled
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        hang.set()
+        state = CrawlCheckpoint.parse(last)
+        assert state is not None and state.summary["duplicates"] == 1
+        resumed = await kb.ingest_from_index(start, options=DEEP, resume=state)
+    assert await holding(kb, "alphaword") == [site.url(NEW)], resumed
+    assert resumed.duplicates == 0, resumed
+
+
+async def test_a_stored_copy_met_after_a_canonical_new_page_is_counted_unchanged(
+    kb: KnowledgeBase,
+) -> None:
+    site = first_site()
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
+        canonical = '<link rel="canonical" href="b2.html">'
+        site.pages[NEW] = html("Alpha", "The alpha page alphaword.", head=canonical)
+        second = await kb.ingest_from_index(start, options=DEEP)
+    assert await holding(kb, "alphaword") == [site.url(OLD)], second
+    assert second.duplicates == 1 and second.unchanged == 3, second
+
+
+async def test_a_tampered_checkpoint_cannot_queue_more_pages_than_it_had(
+    kb: KnowledgeBase,
+) -> None:
+    site = first_site()
+    for i in range(6):
+        site.pages[f"/docs/x{i}.html"] = html(f"X{i}", f"Page x{i}.")
+    async with running(site):
+        start = site.url("/docs/index.html")
+        await kb.ingest_from_index(start, options=DEEP)
+        site.statuses.clear()
+        raw = {
+            "start": start,
+            "origin": start,
+            "seen": [],
+            "scheduled": 1,
+            "done": 0,
+            "pending": [[site.url(f"/docs/x{i}.html"), 1] for i in range(6)],
+        }
+        progress: list[tuple[int, int]] = []
+        await kb.ingest_from_index(
+            start,
+            options=dataclasses.replace(DEEP, max_pages=2),
+            resume=CrawlCheckpoint.parse(raw),
+            progress=lambda d, s: progress.append((d, s)),
+        )
+    fetched = {p for p, _ in site.statuses} - {"/robots.txt"}
+    assert len(fetched) <= 2 and all(d <= s for d, s in progress), (fetched, progress)
