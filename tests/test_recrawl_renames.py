@@ -19,6 +19,7 @@ from aiohttp import web
 from rag_app import site_crawl
 from rag_app.config import RAGSettings
 from rag_app.crawl_checkpoint import CrawlCheckpoint
+from rag_app.crawl_options import CrawlOptions
 from rag_app.knowledge import KnowledgeBase
 from tests.conftest import CountingEmbedding
 from tests.programmable_site import Site, html, running
@@ -68,6 +69,41 @@ async def holding(kb: KnowledgeBase, word: str) -> list[str]:
 
 def asked(site: Site, path: str) -> int:
     return sum(1 for p, _ in site.statuses if p == path)
+
+
+class Hold:
+    """A page that hangs at its `at`-th request until released, then answers `TEXT`
+    (or 404 with `gone`): a crawl stopped at a chosen moment."""
+
+    def __init__(self, at: int = 1, *, gone: bool = False) -> None:
+        self.at, self.gone, self.served = at, gone, 0
+        self.reached, self.released = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, _request: Any) -> web.Response:
+        self.served += 1
+        if self.served == self.at:
+            self.reached.set()
+            await self.released.wait()
+        if self.gone:
+            raise web.HTTPNotFound()
+        return web.Response(text=TEXT, content_type="text/html")
+
+
+async def stopped(
+    kb: KnowledgeBase, start: str, options: CrawlOptions, hold: Hold
+) -> list[dict[str, Any]]:
+    """Run a crawl, cancel it once `hold` is reached, release it; the checkpoints it
+    published, in order (the last one journalled is what a kill would leave)."""
+    states: list[dict[str, Any]] = []
+    task = asyncio.create_task(
+        kb.ingest_from_index(start, options=options, checkpoint=states.append)
+    )
+    await asyncio.wait_for(hold.reached.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    hold.released.set()
+    return states
 
 
 @pytest.mark.parametrize("links", [("b.html", "c.html"), ("b.html", "a.html", "c.html")])
@@ -153,29 +189,14 @@ async def test_a_crawl_stopped_while_the_old_url_is_asked_finishes_the_rename_on
     the old URL is being asked, the resumed crawl stores the new page."""
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
     site = first_site()
-    asking = asyncio.Event()
-    held = asyncio.Event()
-
-    async def slow_gone(_request: Any) -> Any:
-        asking.set()
-        await held.wait()
-        raise AssertionError("never answered")
-
+    hold = Hold(gone=True)
     async with running(site):
         start = site.url("/docs/index.html")
         await kb.ingest_from_index(start, options=DEEP)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         site.pages[NEW] = site.pages.pop(OLD)
-        site.override[OLD] = slow_gone
-        states: list[dict[str, Any]] = []
-        task = asyncio.create_task(
-            kb.ingest_from_index(start, options=DEEP, checkpoint=states.append)
-        )
-        await asyncio.wait_for(asking.wait(), 10)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        held.set()
+        site.override[OLD] = hold
+        states = await stopped(kb, start, DEEP, hold)
         state = CrawlCheckpoint.parse(states[-1])
         assert state is not None and state.waiting, states[-1]
         assert [url for _, url, *_ in state.waiting] == [site.url(NEW)]
@@ -243,33 +264,14 @@ async def test_a_resume_after_the_old_url_answered_404_stores_the_new_page(
 ) -> None:
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
     site = first_site()
-    second_visit = asyncio.Event()
-    held = asyncio.Event()
-    served = 0
-
-    async def new_page(_request: Any) -> Any:
-        nonlocal served
-        served += 1
-        if served == 2:
-            second_visit.set()
-            await held.wait()
-        return web.Response(text=TEXT, content_type="text/html")
-
+    hold = Hold(at=2)  # the new page's visit again
     async with running(site):
         start = site.url("/docs/index.html")
         await kb.ingest_from_index(start, options=DEEP)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         del site.pages[OLD]  # 404
-        site.override[NEW] = new_page
-        states: list[dict[str, Any]] = []
-        task = asyncio.create_task(
-            kb.ingest_from_index(start, options=DEEP, checkpoint=states.append)
-        )
-        await asyncio.wait_for(second_visit.wait(), 10)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        held.set()
+        site.override[NEW] = hold
+        states = await stopped(kb, start, DEEP, hold)
         state = CrawlCheckpoint.parse(states[-1])
         assert state is not None and [u for u, _ in state.pending] == [site.url(NEW)], states[-1]
         resumed = await kb.ingest_from_index(start, options=DEEP, resume=state)
@@ -277,63 +279,6 @@ async def test_a_resume_after_the_old_url_answered_404_stores_the_new_page(
         refreshed = await kb.refresh()
     assert site.url(NEW) in after, resumed
     assert await holding(kb, "alphaword") == [site.url(NEW)], refreshed
-
-
-async def test_a_tampered_checkpoint_cannot_take_a_waiting_page_out_of_scope(
-    kb: KnowledgeBase,
-) -> None:
-    site = first_site()
-    site.pages["/private/secret.html"] = html("Secret", "Private secretword.")
-    async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
-        del site.pages[OLD]  # 404
-        site.statuses.clear()
-        raw = {
-            "start": start,
-            "origin": start,
-            "seen": [],
-            "scheduled": 1,
-            "done": 0,
-            "pending": [[site.url(OLD), 1]],
-            "waiting": [[site.url(OLD), site.url("/private/secret.html"), 1, "d1g"]],
-            "again": [],
-        }
-        state = CrawlCheckpoint.parse(raw)
-        assert state is not None
-        resumed = await kb.ingest_from_index(start, options=DEEP, resume=state)
-    assert await holding(kb, "secretword") == [], (resumed, site.statuses)
-
-
-async def test_a_tampered_checkpoint_cannot_pass_the_page_limit_with_waiting_pages(
-    kb: KnowledgeBase,
-) -> None:
-    site = first_site()
-    async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
-        del site.pages[OLD]  # 404
-        site.statuses.clear()
-        raw = {
-            "start": start,
-            "origin": start,
-            "seen": [],
-            "scheduled": 1,
-            "done": 0,
-            "pending": [[site.url(OLD), 1]],
-            "waiting": [[site.url(OLD), site.url(f"/docs/x{i}.html"), 1, "d1g"] for i in range(50)],
-            "again": [],
-        }
-        state = CrawlCheckpoint.parse(raw)
-        assert state is not None
-        progress: list[tuple[int, int]] = []
-        capped = dataclasses.replace(DEEP, max_pages=2)
-        await kb.ingest_from_index(
-            start, options=capped, resume=state, progress=lambda d, s: progress.append((d, s))
-        )
-    fetched = {p for p, _ in site.statuses} - {"/robots.txt"}
-    assert all(d <= s for d, s in progress), progress[-3:]
-    assert len(fetched) <= 2, sorted(fetched)
 
 
 async def test_a_depth_1_crawl_stores_text_moved_off_its_index_page(
@@ -517,39 +462,20 @@ async def test_a_stop_after_the_old_url_answered_still_stores_the_waiting_page(
 ) -> None:
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
     site = first_site()
-    hang = asyncio.Event()
-    visiting_again = asyncio.Event()
-    served = 0
-
-    async def new_page(_request: Any) -> Any:
-        nonlocal served
-        served += 1
-        if served == 2:  # the visit again, after OLD answered
-            visiting_again.set()
-            await hang.wait()
-        return web.Response(text=TEXT, content_type="text/html")
-
+    hold = Hold(at=2)  # the visit again, after OLD answered
     async with running(site):
         start = site.url("/docs/index.html")
         await kb.ingest_from_index(start, options=DEEP)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html", "a.html"))
-        site.override[NEW] = new_page
+        site.override[NEW] = hold
         if change == "rewritten":  # text moved: OLD says something else now
             site.pages[OLD] = html("Alpha", "Rewritten page deltaword.")
         else:
             del site.pages[OLD]  # 404
         opts = dataclasses.replace(DEEP, prune=change == "gone_pruned")
-        states: list[dict[str, Any]] = []
-        task = asyncio.create_task(
-            kb.ingest_from_index(start, options=opts, checkpoint=states.append)
-        )
-        await asyncio.wait_for(visiting_again.wait(), 10)
-        # the kill: the last checkpoint that reached the journal is the one with NEW waiting
+        states = await stopped(kb, start, opts, hold)
+        # a kill: the last checkpoint journalled is the last one with NEW waiting
         last = [s for s in states if s.get("waiting")][-1]
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        hang.set()
         state = CrawlCheckpoint.parse(last)
         assert state is not None and [u for _, u, *_ in state.waiting] == [site.url(NEW)]
         resumed = await kb.ingest_from_index(start, options=opts, resume=state)
@@ -633,12 +559,7 @@ async def test_a_resume_keeps_a_waiting_start_page_outside_its_rebased_scope(
     site = first_site()
     site.pages["/docs/index.html"] = html("Home", "Welcome.", ("v2/intro.html", "c.html"))
     site.pages["/docs/v2/intro.html"] = TEXT
-    asking, held = asyncio.Event(), asyncio.Event()
-
-    async def slow(_request: Any) -> Any:
-        asking.set()
-        await held.wait()
-        raise web.HTTPNotFound()
+    hold = Hold(gone=True)
 
     async def moved(_request: Any) -> Any:
         raise web.HTTPMovedPermanently(location="/docs/v2/index.html")
@@ -646,19 +567,11 @@ async def test_a_resume_keeps_a_waiting_start_page_outside_its_rebased_scope(
     async with running(site):
         await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
         del site.pages["/docs/v2/intro.html"]
-        site.override["/docs/v2/intro.html"] = slow
+        site.override["/docs/v2/intro.html"] = hold
         site.override["/docs/home.html"] = moved
         site.pages["/docs/v2/index.html"] = TEXT
         start = site.url("/docs/home.html")
-        states: list[dict[str, Any]] = []
-        task = asyncio.create_task(
-            kb.ingest_from_index(start, options=DEEP, checkpoint=states.append)
-        )
-        await asyncio.wait_for(asking.wait(), 10)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        held.set()
+        states = await stopped(kb, start, DEEP, hold)
         state = CrawlCheckpoint.parse(states[-1])
         assert state is not None and [u for _, u, *_ in state.waiting] == [start]
         del site.override["/docs/v2/intro.html"]  # a plain 404
@@ -688,33 +601,15 @@ async def test_a_page_visited_again_at_a_resume_is_counted_once(
 ) -> None:
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
     site = first_site()
-    hang, again = asyncio.Event(), asyncio.Event()
-    served = 0
-
-    async def new_page(_request: Any) -> Any:
-        nonlocal served
-        served += 1
-        if served == 2:
-            again.set()
-            await hang.wait()
-        return web.Response(text=TEXT, content_type="text/html")
-
+    hold = Hold(at=2)
     async with running(site):
         start = site.url("/docs/index.html")
         await kb.ingest_from_index(start, options=DEEP)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html", "a.html"))
-        site.override[NEW] = new_page
+        site.override[NEW] = hold
         site.pages[OLD] = html("Alpha", "Rewritten page deltaword.")
-        states: list[dict[str, Any]] = []
-        task = asyncio.create_task(
-            kb.ingest_from_index(start, options=DEEP, checkpoint=states.append)
-        )
-        await asyncio.wait_for(again.wait(), 10)
+        states = await stopped(kb, start, DEEP, hold)
         last = [s for s in states if s.get("waiting")][-1]  # a kill: the last one journalled
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        hang.set()
         state = CrawlCheckpoint.parse(last)
         assert state is not None and state.summary["duplicates"] == 1
         resumed = await kb.ingest_from_index(start, options=DEEP, resume=state)
@@ -737,30 +632,46 @@ async def test_a_stored_copy_met_after_a_canonical_new_page_is_counted_unchanged
     assert second.duplicates == 1 and second.unchanged == 3, second
 
 
-async def test_a_tampered_checkpoint_cannot_queue_more_pages_than_it_had(
-    kb: KnowledgeBase,
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"waiting": [["OLD", "/private/secret.html", 1, "d1g"]]},  # out of scope
+        {"waiting": [["OLD", f"/docs/x{i}.html", 1, "d1g"] for i in range(50)]},  # too many
+        {"pending": [[f"/docs/x{i}.html", 1] for i in range(6)], "done": 0},  # more than it had
+    ],
+)
+async def test_a_tampered_checkpoint_never_widens_the_crawl(
+    kb: KnowledgeBase, fields: dict[str, Any]
 ) -> None:
+    """A journalled checkpoint is read back as a stranger's input: its waiting and queued
+    pages stay in scope, within what it had visited and queued, under the page limit."""
     site = first_site()
-    for i in range(6):
-        site.pages[f"/docs/x{i}.html"] = html(f"X{i}", f"Page x{i}.")
+    site.pages["/private/secret.html"] = html("Secret", "Private secretword.")
+    for i in range(50):
+        site.pages[f"/docs/x{i}.html"] = html(f"X{i}", f"Page x{i} xword.")
+
+    def url(path: str) -> str:
+        return site.url(OLD if path == "OLD" else path)
+
     async with running(site):
         start = site.url("/docs/index.html")
         await kb.ingest_from_index(start, options=DEEP)
+        del site.pages[OLD]  # 404: its waiters are visited again
         site.statuses.clear()
-        raw = {
-            "start": start,
-            "origin": start,
-            "seen": [],
-            "scheduled": 1,
-            "done": 0,
-            "pending": [[site.url(f"/docs/x{i}.html"), 1] for i in range(6)],
-        }
+        raw: dict[str, Any] = {"start": start, "origin": start, "seen": [], "again": []}
+        raw |= {"scheduled": 2, "done": 1, "pending": [["OLD", 1]], **fields}
+        raw["waiting"] = [[url(h), url(p), d, g] for h, p, d, g in raw.get("waiting", [])]
+        raw["pending"] = [[url(p), d] for p, d in raw["pending"]]
+        state = CrawlCheckpoint.parse(raw)
+        assert state is not None, raw
         progress: list[tuple[int, int]] = []
-        await kb.ingest_from_index(
+        resumed = await kb.ingest_from_index(
             start,
             options=dataclasses.replace(DEEP, max_pages=2),
-            resume=CrawlCheckpoint.parse(raw),
+            resume=state,
             progress=lambda d, s: progress.append((d, s)),
         )
-    fetched = {p for p, _ in site.statuses} - {"/robots.txt"}
+        assert progress[0][1] >= 2, progress  # it went on from the checkpoint
+    fetched = [p for p, _ in site.statuses if p != "/robots.txt"]
+    assert "/private/secret.html" not in fetched, (resumed, fetched)
     assert len(fetched) <= 2 and all(d <= s for d, s in progress), (fetched, progress)
