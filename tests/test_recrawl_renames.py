@@ -67,6 +67,13 @@ async def holding(kb: KnowledgeBase, word: str) -> list[str]:
     return sorted(out)
 
 
+async def first_crawl(kb: KnowledgeBase, site: Site) -> str:
+    """The crawl that stores the site as it was; its start URL."""
+    start = site.url("/docs/index.html")
+    await kb.ingest_from_index(start, options=DEEP)
+    return start
+
+
 def asked(site: Site, path: str) -> int:
     return sum(1 for p, _ in site.statuses if p == path)
 
@@ -115,8 +122,7 @@ async def test_a_renamed_page_is_stored_under_its_new_url_and_survives_the_refre
     skipped as a duplicate of the old URL's record, then stored nowhere)."""
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", links)
         site.pages[NEW] = site.pages.pop(OLD)
         site.statuses.clear()
@@ -134,8 +140,7 @@ async def test_an_old_url_gone_before_the_new_page_is_met_costs_no_second_fetch(
 ) -> None:
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("a.html", "b.html"))
         site.pages[NEW] = site.pages.pop(OLD)
         site.statuses.clear()
@@ -149,8 +154,7 @@ async def test_text_moved_to_a_new_page_is_stored_there(kb: KnowledgeBase) -> No
     are stored with what they serve."""
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "a.html"))
         site.pages[NEW] = TEXT
         site.pages[OLD] = html("Alpha", "Rewritten page deltaword.")
@@ -168,8 +172,7 @@ async def test_a_copy_of_a_page_that_still_holds_its_text_stays_a_duplicate(
     counted once as a duplicate and costs no embedding."""
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         links = ("b.html", "a.html", "c.html") if linked else ("b.html", "c.html")
         site.pages["/docs/index.html"] = html("Home", "Welcome.", links)
         site.pages[NEW] = TEXT
@@ -191,8 +194,7 @@ async def test_a_crawl_stopped_while_the_old_url_is_asked_finishes_the_rename_on
     site = first_site()
     hold = Hold(gone=True)
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         site.pages[NEW] = site.pages.pop(OLD)
         site.override[OLD] = hold
@@ -230,8 +232,7 @@ NOINDEX = '<meta name="robots" content="noindex">'
 async def test_an_old_url_now_noindex_does_not_hold_the_text(kb: KnowledgeBase) -> None:
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         site.pages[NEW] = TEXT
         site.pages[OLD] = html("Alpha", "The alpha page alphaword.", head=NOINDEX)
@@ -248,8 +249,7 @@ async def test_an_old_url_taken_by_a_canonical_url_does_not_keep_the_new_page_wa
         "Alpha", "Rewritten page deltaword.", head='<link rel="canonical" href="a.html">'
     )
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("a", "b.html", "c.html"))
         site.pages["/docs/a"] = rewritten
         site.pages[OLD] = rewritten
@@ -266,8 +266,7 @@ async def test_a_resume_after_the_old_url_answered_404_stores_the_new_page(
     site = first_site()
     hold = Hold(at=2)  # the new page's visit again
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         del site.pages[OLD]  # 404
         site.override[NEW] = hold
@@ -288,8 +287,7 @@ async def test_a_depth_1_crawl_stores_text_moved_off_its_index_page(
     site = first_site()
     site.pages["/docs/index.html"] = old_index
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         assert await holding(kb, "homeword") == [start]
         site.pages["/docs/index.html"] = html("Home", "New landing.", ("intro.html", "c.html"))
         site.pages["/docs/intro.html"] = old_index
@@ -311,8 +309,7 @@ async def test_an_old_url_outside_the_rebased_scope_does_not_hold_the_text(
     kb = kb_follow
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         del site.pages[OLD]
         del site.pages["/docs/index.html"]
 
@@ -334,8 +331,7 @@ async def test_a_301_rename_keeps_the_text_stored(kb: KnowledgeBase, follow: boo
         kb._crawler = None
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         site.pages[NEW] = site.pages.pop(OLD)
 
@@ -353,8 +349,7 @@ async def test_past_the_page_limit_the_new_page_is_stored_and_survives_the_refre
 ) -> None:
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         site.pages[NEW] = site.pages.pop(OLD)
         capped = dataclasses.replace(DEEP, max_pages=3)
@@ -390,8 +385,7 @@ async def test_renames_and_live_copies_with_several_workers(
     links = ("a.html", "c.html", *(f"p{i}.html" for i in range(6)))
     site.pages["/docs/index.html"] = html("Home", "Welcome.", links)
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         for i in range(3):  # three renames, three copies of live pages
             site.pages[f"/docs/n{i}.html"] = site.pages.pop(f"/docs/p{i}.html")
             site.pages[f"/docs/k{i}.html"] = site.pages[f"/docs/p{i + 3}.html"]
@@ -415,8 +409,7 @@ async def test_renames_and_live_copies_with_several_workers(
 async def test_a_sitemap_crawl_stores_a_renamed_page(kb: KnowledgeBase) -> None:
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages[NEW] = site.pages.pop(OLD)
 
         def sitemap(_request: Any) -> Any:
@@ -437,8 +430,7 @@ async def test_the_page_limit_counts_pages_and_a_renamed_one_costs_one_request_m
 ) -> None:
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html",))
         site.pages[NEW] = site.pages.pop(OLD)
         site.statuses.clear()
@@ -464,8 +456,7 @@ async def test_a_stop_after_the_old_url_answered_still_stores_the_waiting_page(
     site = first_site()
     hold = Hold(at=2)  # the visit again, after OLD answered
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html", "a.html"))
         site.override[NEW] = hold
         if change == "rewritten":  # text moved: OLD says something else now
@@ -488,8 +479,7 @@ async def test_a_page_waiting_on_a_live_copy_costs_no_link_the_limit_has_room_fo
 ) -> None:
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         site.pages[NEW] = TEXT  # a copy; OLD still holds it
         site.pages["/docs/c.html"] = html("C", "The gamma page gammaword.", ("d.html", "e.html"))
@@ -585,8 +575,7 @@ async def test_an_old_url_failing_during_the_crawl_does_not_hold_the_text(
 ) -> None:
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         site.pages[NEW] = site.pages.pop(OLD)
         site.override[OLD] = lambda _r: web.Response(status=403, text="forbidden")
@@ -603,8 +592,7 @@ async def test_a_page_visited_again_at_a_resume_is_counted_once(
     site = first_site()
     hold = Hold(at=2)
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html", "a.html"))
         site.override[NEW] = hold
         site.pages[OLD] = html("Alpha", "Rewritten page deltaword.")
@@ -622,8 +610,7 @@ async def test_a_stored_copy_met_after_a_canonical_new_page_is_counted_unchanged
 ) -> None:
     site = first_site()
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         canonical = '<link rel="canonical" href="b2.html">'
         site.pages[NEW] = html("Alpha", "The alpha page alphaword.", head=canonical)
@@ -654,8 +641,7 @@ async def test_a_tampered_checkpoint_never_widens_the_crawl(
         return site.url(OLD if path == "OLD" else path)
 
     async with running(site):
-        start = site.url("/docs/index.html")
-        await kb.ingest_from_index(start, options=DEEP)
+        start = await first_crawl(kb, site)
         del site.pages[OLD]  # 404: its waiters are visited again
         site.statuses.clear()
         raw: dict[str, Any] = {"start": start, "origin": start, "seen": [], "again": []}
