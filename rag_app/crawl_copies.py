@@ -31,6 +31,9 @@ class StoredCopies:
         """Stored URL → whether it answered this crawl with its stored text."""
         self._waiting: dict[str, list[Waiter]] = {}
         """Stored page key → the new pages waiting on it."""
+        self._kept: dict[str, list[Waiter]] = {}
+        """Stored page key → the waiting pages it kept as duplicates, until its own visit
+        ends: a stop before that asks it again, and they wait again (`finished`)."""
 
     def holders(self, digest: str, mine: set[str]) -> list[str]:
         """The stored URLs (other than the page's own keys) that may still hold a text."""
@@ -43,25 +46,38 @@ class StoredCopies:
     def wait(self, waiter: Waiter) -> None:
         self._waiting.setdefault(page_key(waiter[0]), []).append(waiter)
 
-    def settle(self, url: str, holds: bool) -> list[tuple[str, int]]:
-        """Record what the stored page `url` answered (once); returns the waiting pages to
-        visit again (page URL, depth): all but those waiting for the text it still holds
-        (another stored spelling of the page is never asked: its waiters go too)."""
+    def settle(self, url: str, holds: bool) -> tuple[list[str], list[tuple[str, int]]]:
+        """Record what the stored page `url` answered (once). Returns the waiting pages it
+        keeps as duplicates (it holds the text they waited for) and those to visit again
+        (page URL, depth): the others (another stored spelling of the page is never
+        asked: its waiters go too)."""
         if url in self._holds:
-            return []
+            return [], []
         self._holds[url] = holds
         record = self.known.get(url)
         digest = record.content_hash if record is not None else ""
         if not holds and digest in self._by_digest:
             self._by_digest[digest] = [u for u in self._by_digest[digest] if u != url]
-        return [
-            (page, depth)
-            for holder, page, depth, waited in self._waiting.pop(page_key(url), [])
-            if not (holds and holder == url and waited == digest)
-        ]
+        key = page_key(url)
+        kept: list[Waiter] = []
+        again: list[tuple[str, int]] = []
+        for waiter in self._waiting.pop(key, []):
+            holder, page, depth, waited = waiter
+            if holds and holder == url and waited == digest:
+                kept.append(waiter)
+            else:
+                again.append((page, depth))
+        if kept:
+            self._kept[key] = kept
+        return [page for _, page, _, _ in kept], again
+
+    def finished(self, key: str) -> None:
+        """The visit of the page with this key ended (its answer is durable)."""
+        self._kept.pop(key, None)
 
     def waiters(self) -> list[Waiter]:
-        return [w for pages in self._waiting.values() for w in pages]
+        """The pages waiting on a stored page's answer, or on its visit's end."""
+        return [w for by in (self._waiting, self._kept) for pages in by.values() for w in pages]
 
     def still_holding(self, waiter: Waiter) -> bool:
         """Whether a waiter's stored page is stored with the text it waited for (after a

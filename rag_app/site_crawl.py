@@ -54,6 +54,8 @@ SCHEDULE_SLICE = 1000
 """Listed pages queued between two turns of the event loop."""
 OVER_CAP_CHECKED = 5_000
 """Links met after the page limit that are still checked, to count the pages left out."""
+MAX_KEPT_PAGES = 200
+"""Waiting pages whose answer is kept in memory (beyond, they are asked again)."""
 CHECKPOINT_EVERY_SEC = 1.0
 """How often a crawl publishes its checkpoint at most (a resume repeats at most the pages
 finished since: they cost a request each and, unchanged, no embedding)."""
@@ -118,6 +120,11 @@ class SiteCrawl:
         self._origin = ""
         self._again: set[str] = set()
         """Keys of pages queued again by `_revisit`."""
+        self._fetched: dict[str, CrawledPage] = {}
+        """What a waiting page answered (key → page; `MAX_KEPT_PAGES` at most): stored as
+        it was if its stored copy turns out not to hold the text, with no second request
+        (one that fails would leave the text stored nowhere). Not in the checkpoint: after
+        a stop the page is asked again."""
         self._taken: dict[str, list[str]] = {}
         """Keys a page in flight took besides its own (redirect target, canonical URL)."""
 
@@ -377,6 +384,7 @@ class SiteCrawl:
             finally:
                 if finished:
                     self._pending.pop(key, None)
+                    self._copies.finished(key)
                     self._taken.pop(key, None)
                     self._done += 1
                 self._queue.task_done()
@@ -390,8 +398,10 @@ class SiteCrawl:
         # the embedding when unchanged); a leaf is asked conditionally.
         etag = old.etag if old is not None and not follow else None
         modified = old.last_modified if old is not None and not follow else None
+        again = page_key(url) in self._again  # links followed at its first visit
+        kept = self._fetched.pop(page_key(url), None)
         try:
-            outcome = await self.crawler.crawl_page(url, etag or None, modified or None)
+            outcome = kept or await self.crawler.crawl_page(url, etag or None, modified or None)
         except RAGError as err:
             if depth == 0:
                 raise  # the start page itself: the crawl cannot begin
@@ -412,12 +422,14 @@ class SiteCrawl:
                 # if another page has that text too (as a refresh stores it); a text stored
                 # elsewhere earlier may have changed there since, so nothing is removed
                 page = outcome
-            if follow and "nofollow" not in outcome.robots:  # a duplicate's lead on too
+            if follow and not again and "nofollow" not in outcome.robots:  # a duplicate's too
                 for link in outcome.links:
                     self._schedule(link, depth + 1)
             if page is not None and "noindex" not in page.robots:
                 old = self.known.get(page.url, old)
                 if old is None and self._held_elsewhere(page, url, depth):
+                    if len(self._fetched) < MAX_KEPT_PAGES:
+                        self._fetched[page_key(url)] = outcome
                     page = None
             if page is None:
                 self.summary.duplicates += 1
@@ -474,7 +486,9 @@ class SiteCrawl:
     def _settle(self, url: str, holds: bool) -> None:
         """Record whether a stored page answered with its stored text; the new pages that
         waited on it are visited again unless it does (then it owns the text here)."""
-        again = self._copies.settle(url, holds)
+        kept, again = self._copies.settle(url, holds)
+        for page in kept:
+            self._fetched.pop(page_key(page), None)
         record = self.known.get(url)
         if holds and record is not None:
             owner = self._hashes.get(record.content_hash)
@@ -485,8 +499,9 @@ class SiteCrawl:
 
     def _revisit(self, url: str, depth: int) -> None:
         """Queue again a page taken for a duplicate of a stored page's text that the stored
-        page turned out not to hold: one request more than the page limit's count (the
-        page was counted at its first visit), at most one per stored copy."""
+        page turned out not to hold: stored from its kept answer, or (beyond
+        `MAX_KEPT_PAGES`, after a stop) asked again, one request more than the page
+        limit's count; at most once per stored copy."""
         key = page_key(url)
         if key in self._pending:
             return
