@@ -191,6 +191,7 @@ async def test_a_crawl_stopped_while_the_old_url_is_asked_finishes_the_rename_on
     """The pages waiting on a stored page's answer are in the checkpoint: cancelled while
     the old URL is being asked, the resumed crawl stores the new page."""
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
+    monkeypatch.setattr(site_crawl, "CHECKPOINT_LOOP_SHARE", 0)  # a checkpoint per page
     site = first_site()
     hold = Hold(gone=True)
     async with running(site):
@@ -263,6 +264,7 @@ async def test_a_resume_after_the_old_url_answered_404_stores_the_new_page(
     kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
+    monkeypatch.setattr(site_crawl, "CHECKPOINT_LOOP_SHARE", 0)  # a checkpoint per page
     site = first_site()
     monkeypatch.setattr(site_crawl, "MAX_KEPT_PAGES", 0)  # asked again, not kept
     hold = Hold(at=2)  # the new page's visit again
@@ -454,6 +456,7 @@ async def test_a_stop_after_the_old_url_answered_still_stores_the_waiting_page(
     change: str,
 ) -> None:
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
+    monkeypatch.setattr(site_crawl, "CHECKPOINT_LOOP_SHARE", 0)  # a checkpoint per page
     site = first_site()
     monkeypatch.setattr(site_crawl, "MAX_KEPT_PAGES", 0)  # asked again, not kept
     hold = Hold(at=2)  # the visit again, after OLD answered
@@ -591,6 +594,7 @@ async def test_a_page_visited_again_at_a_resume_is_counted_once(
     kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
+    monkeypatch.setattr(site_crawl, "CHECKPOINT_LOOP_SHARE", 0)  # a checkpoint per page
     site = first_site()
     monkeypatch.setattr(site_crawl, "MAX_KEPT_PAGES", 0)  # asked again, not kept
     hold = Hold(at=2)
