@@ -54,8 +54,10 @@ SCHEDULE_SLICE = 1000
 """Listed pages queued between two turns of the event loop."""
 OVER_CAP_CHECKED = 5_000
 """Links met after the page limit that are still checked, to count the pages left out."""
-MAX_KEPT_PAGES = 200
-"""Waiting pages whose answer is kept in memory (beyond, they are asked again)."""
+MAX_KEPT_PAGES = 1_000
+MAX_KEPT_CHARS = 20_000_000
+"""Waiting pages' answers kept in memory at most (beyond, a new page is stored at once:
+two copies of a text until a refresh, rather than a second request that may fail)."""
 CHECKPOINT_EVERY_SEC = 1.0
 """How often a crawl publishes its checkpoint at most (a resume repeats at most the pages
 finished since: they cost a request each and, unchanged, no embedding)."""
@@ -121,10 +123,11 @@ class SiteCrawl:
         self._again: set[str] = set()
         """Keys of pages queued again by `_revisit`."""
         self._fetched: dict[str, CrawledPage] = {}
-        """What a waiting page answered (key → page; `MAX_KEPT_PAGES` at most): stored as
-        it was if its stored copy turns out not to hold the text, with no second request
-        (one that fails would leave the text stored nowhere). Not in the checkpoint: after
-        a stop the page is asked again."""
+        """What a waiting page answered (key → page, `_keep`): stored as it was if its
+        stored copy turns out not to hold the text, with no second request (one that
+        fails would leave the text stored nowhere). Not in the checkpoint: after a stop
+        the page is asked again."""
+        self._kept_chars = 0
         self._taken: dict[str, list[str]] = {}
         """Keys a page in flight took besides its own (redirect target, canonical URL)."""
 
@@ -399,7 +402,7 @@ class SiteCrawl:
         etag = old.etag if old is not None and not follow else None
         modified = old.last_modified if old is not None and not follow else None
         again = page_key(url) in self._again  # links followed at its first visit
-        kept = self._fetched.pop(page_key(url), None)
+        kept = self._kept_answer(url)
         try:
             outcome = kept or await self.crawler.crawl_page(url, etag or None, modified or None)
         except RAGError as err:
@@ -427,9 +430,7 @@ class SiteCrawl:
                     self._schedule(link, depth + 1)
             if page is not None and "noindex" not in page.robots:
                 old = self.known.get(page.url, old)
-                if old is None and self._held_elsewhere(page, url, depth):
-                    if len(self._fetched) < MAX_KEPT_PAGES:
-                        self._fetched[page_key(url)] = outcome
+                if old is None and self._held_elsewhere(page, url, depth, outcome):
                     page = None
             if page is None:
                 self.summary.duplicates += 1
@@ -456,7 +457,7 @@ class SiteCrawl:
         self.summary.chunks_stored += result.chunks
         self.summary.unchanged += int(result.unchanged)
 
-    def _held_elsewhere(self, page: CrawledPage, url: str, depth: int) -> bool:
+    def _held_elsewhere(self, page: CrawledPage, url: str, depth: int, answer: CrawledPage) -> bool:
         """Whether a new page's text is one an earlier crawl stored under another URL that
         still holds it. Until this crawl knows, it is taken for one: that URL is asked
         (queued like a link, within the page limit) and this page visited again if it
@@ -478,17 +479,33 @@ class SiteCrawl:
             return False  # the page is asked under another stored spelling
         if key not in self._seen and self._scheduled < self._cap and self.scope.admits(there):
             self._schedule(there, max(depth, 1))
-        if key not in self._pending:
-            return False
+        if key not in self._pending or not self._keep(url, answer):
+            return False  # no room to keep its answer: stored now rather than asked again
         self._copies.wait((there, url, max(depth, 1), digest))
         return True
+
+    def _keep(self, url: str, answer: CrawledPage) -> bool:
+        """Keep a waiting page's answer (its links, followed already, left out), within
+        `MAX_KEPT_PAGES` and `MAX_KEPT_CHARS`."""
+        size = len(answer.text) + len(answer.title)
+        if len(self._fetched) >= MAX_KEPT_PAGES or self._kept_chars + size > MAX_KEPT_CHARS:
+            return False
+        self._fetched[page_key(url)] = dataclasses.replace(answer, links=())
+        self._kept_chars += size
+        return True
+
+    def _kept_answer(self, url: str) -> CrawledPage | None:
+        answer = self._fetched.pop(page_key(url), None)
+        if answer is not None:
+            self._kept_chars -= len(answer.text) + len(answer.title)
+        return answer
 
     def _settle(self, url: str, holds: bool) -> None:
         """Record whether a stored page answered with its stored text; the new pages that
         waited on it are visited again unless it does (then it owns the text here)."""
         kept, again = self._copies.settle(url, holds)
         for page in kept:
-            self._fetched.pop(page_key(page), None)
+            self._kept_answer(page)
         record = self.known.get(url)
         if holds and record is not None:
             owner = self._hashes.get(record.content_hash)

@@ -96,6 +96,21 @@ class Hold:
         return web.Response(text=TEXT, content_type="text/html")
 
 
+def store_held(kb: KnowledgeBase, source: str) -> Hold:
+    """Hold the store of `source` (a page stored from its kept answer makes no request);
+    `del kb._apply` restores it."""
+    hold, apply = Hold(), kb._apply
+
+    async def held(outcome: Any, old: Any, *args: Any, **kwargs: Any) -> Any:
+        if outcome.source == source:
+            hold.reached.set()
+            await hold.released.wait()
+        return await apply(outcome, old, *args, **kwargs)
+
+    kb._apply = held  # type: ignore[method-assign]
+    return hold
+
+
 async def stopped(
     kb: KnowledgeBase, start: str, options: CrawlOptions, hold: Hold
 ) -> list[dict[str, Any]]:
@@ -266,14 +281,14 @@ async def test_a_resume_after_the_old_url_answered_404_stores_the_new_page(
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
     monkeypatch.setattr(site_crawl, "CHECKPOINT_LOOP_SHARE", 0)  # a checkpoint per page
     site = first_site()
-    monkeypatch.setattr(site_crawl, "MAX_KEPT_PAGES", 0)  # asked again, not kept
-    hold = Hold(at=2)  # the new page's visit again
     async with running(site):
         start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html"))
         del site.pages[OLD]  # 404
-        site.override[NEW] = hold
+        site.pages[NEW] = TEXT
+        hold = store_held(kb, site.url(NEW))  # its store from the kept answer
         states = await stopped(kb, start, DEEP, hold)
+        del kb._apply
         state = CrawlCheckpoint.parse(states[-1])
         assert state is not None and [u for u, _ in state.pending] == [site.url(NEW)], states[-1]
         resumed = await kb.ingest_from_index(start, options=DEEP, resume=state)
@@ -458,18 +473,18 @@ async def test_a_stop_after_the_old_url_answered_still_stores_the_waiting_page(
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
     monkeypatch.setattr(site_crawl, "CHECKPOINT_LOOP_SHARE", 0)  # a checkpoint per page
     site = first_site()
-    monkeypatch.setattr(site_crawl, "MAX_KEPT_PAGES", 0)  # asked again, not kept
-    hold = Hold(at=2)  # the visit again, after OLD answered
     async with running(site):
         start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html", "a.html"))
-        site.override[NEW] = hold
+        site.pages[NEW] = TEXT
+        hold = store_held(kb, site.url(NEW))  # its store from the kept answer
         if change == "rewritten":  # text moved: OLD says something else now
             site.pages[OLD] = html("Alpha", "Rewritten page deltaword.")
         else:
             del site.pages[OLD]  # 404
         opts = dataclasses.replace(DEEP, prune=change == "gone_pruned")
         states = await stopped(kb, start, opts, hold)
+        del kb._apply
         # a kill: the last checkpoint journalled is the last one with NEW waiting
         last = [s for s in states if s.get("waiting")][-1]
         state = CrawlCheckpoint.parse(last)
@@ -596,14 +611,14 @@ async def test_a_page_visited_again_at_a_resume_is_counted_once(
     monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
     monkeypatch.setattr(site_crawl, "CHECKPOINT_LOOP_SHARE", 0)  # a checkpoint per page
     site = first_site()
-    monkeypatch.setattr(site_crawl, "MAX_KEPT_PAGES", 0)  # asked again, not kept
-    hold = Hold(at=2)
     async with running(site):
         start = await first_crawl(kb, site)
         site.pages["/docs/index.html"] = html("Home", "Welcome.", ("b.html", "c.html", "a.html"))
-        site.override[NEW] = hold
+        site.pages[NEW] = TEXT
+        hold = store_held(kb, site.url(NEW))  # its store from the kept answer
         site.pages[OLD] = html("Alpha", "Rewritten page deltaword.")
         states = await stopped(kb, start, DEEP, hold)
+        del kb._apply
         last = [s for s in states if s.get("waiting")][-1]  # a kill: the last one journalled
         state = CrawlCheckpoint.parse(last)
         assert state is not None and state.summary["duplicates"] == 1
@@ -748,3 +763,44 @@ async def test_a_page_stored_after_waiting_counts_its_links_once(kb: KnowledgeBa
         second = await kb.ingest_from_index(start, options=DEEP)
     assert site.url(NEW) in await holding(kb, "alphaword"), second
     assert second.out_of_scope == 1, second
+
+
+async def test_a_site_wide_rename_past_the_kept_answers_loses_nothing(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond the answers kept in memory a renamed page is stored at once (two copies
+    until the refresh) instead of being asked again, which a busy server may refuse."""
+    monkeypatch.setattr(site_crawl, "MAX_KEPT_PAGES", 2)
+    renamed = 5
+    site = first_site()
+    for i in range(renamed):
+        site.pages[f"/docs/old{i}.html"] = html(f"P{i}", f"Page pageword{i}x.")
+    site.pages["/docs/index.html"] = html("Home", "Welcome.", ("old0.html",))
+    served: set[str] = set()
+
+    def once(path: str) -> Any:
+        def answer(_request: Any) -> web.Response:
+            if path in served:
+                return web.Response(status=503, text="busy")
+            served.add(path)
+            return web.Response(text=site.pages[path], content_type="text/html")
+
+        return answer
+
+    async with running(site):
+        site.pages["/docs/index.html"] = html(
+            "Home", "Welcome.", tuple(f"old{i}.html" for i in range(renamed))
+        )
+        start = await first_crawl(kb, site)
+        for i in range(renamed):
+            site.pages[f"/docs/new{i}.html"] = site.pages.pop(f"/docs/old{i}.html")
+            site.override[f"/docs/new{i}.html"] = once(f"/docs/new{i}.html")
+        links = tuple(f"new{i}.html" for i in range(renamed))
+        site.pages["/docs/index.html"] = html("Home", "Welcome.", links)
+        second = await kb.ingest_from_index(start, options=DEEP)
+        site.override.clear()
+        refreshed = await kb.refresh()
+        for i in range(renamed):
+            held = await holding(kb, f"pageword{i}x")
+            assert held == [site.url(f"/docs/new{i}.html")], (i, second, refreshed)
+    assert len(served) == renamed and second.duplicates == 0, second
