@@ -31,8 +31,8 @@ class StoredCopies:
         """Stored URL → whether it answered this crawl with its stored text."""
         self._waiting: dict[str, list[Waiter]] = {}
         """Stored page key → the new pages waiting on it."""
-        self._kept: dict[str, list[Waiter]] = {}
-        """Stored page key → the waiting pages it kept as duplicates, until its own visit
+        self._until_done: dict[str, list[Waiter]] = {}
+        """Stored page key → the waiting pages it holds the text of, until its own visit
         ends: a stop before that asks it again, and they wait again (`finished`)."""
 
     def holders(self, digest: str, mine: set[str]) -> list[str]:
@@ -68,16 +68,18 @@ class StoredCopies:
             else:
                 again.append((page, depth))
         if kept:
-            self._kept[key] = kept
+            self._until_done[key] = kept
         return [page for _, page, _, _ in kept], again
 
     def finished(self, key: str) -> None:
         """The visit of the page with this key ended (its answer is durable)."""
-        self._kept.pop(key, None)
+        self._until_done.pop(key, None)
 
     def waiters(self) -> list[Waiter]:
         """The pages waiting on a stored page's answer, or on its visit's end."""
-        return [w for by in (self._waiting, self._kept) for pages in by.values() for w in pages]
+        return [
+            w for by in (self._waiting, self._until_done) for pages in by.values() for w in pages
+        ]
 
     def still_holding(self, waiter: Waiter) -> bool:
         """Whether a waiter's stored page is stored with the text it waited for (after a

@@ -54,8 +54,8 @@ SCHEDULE_SLICE = 1000
 """Listed pages queued between two turns of the event loop."""
 OVER_CAP_CHECKED = 5_000
 """Links met after the page limit that are still checked, to count the pages left out."""
-MAX_KEPT_PAGES = 1_000
-MAX_KEPT_CHARS = 20_000_000
+MAX_ANSWERS_KEPT = 1_000
+MAX_ANSWER_CHARS_KEPT = 20_000_000
 """Waiting pages' answers kept in memory at most (beyond, a new page is stored at once:
 two copies of a text until a refresh, rather than a second request that may fail)."""
 CHECKPOINT_EVERY_SEC = 1.0
@@ -122,12 +122,12 @@ class SiteCrawl:
         self._origin = ""
         self._again: set[str] = set()
         """Keys of pages queued again by `_revisit`."""
-        self._fetched: dict[str, CrawledPage] = {}
+        self._answers: dict[str, CrawledPage] = {}
         """What a waiting page answered (key → page, `_keep`): stored as it was if its
         stored copy turns out not to hold the text, with no second request (one that
         fails would leave the text stored nowhere). Not in the checkpoint: after a stop
         the page is asked again."""
-        self._kept_chars = 0
+        self._answer_chars = 0
         self._taken: dict[str, list[str]] = {}
         """Keys a page in flight took besides its own (redirect target, canonical URL)."""
 
@@ -402,9 +402,9 @@ class SiteCrawl:
         etag = old.etag if old is not None and not follow else None
         modified = old.last_modified if old is not None and not follow else None
         again = page_key(url) in self._again  # links followed at its first visit
-        kept = self._kept_answer(url)
+        answer = self._take_answer(url)
         try:
-            outcome = kept or await self.crawler.crawl_page(url, etag or None, modified or None)
+            outcome = answer or await self.crawler.crawl_page(url, etag or None, modified or None)
         except RAGError as err:
             if depth == 0:
                 raise  # the start page itself: the crawl cannot begin
@@ -479,33 +479,36 @@ class SiteCrawl:
             return False  # the page is asked under another stored spelling
         if key not in self._seen and self._scheduled < self._cap and self.scope.admits(there):
             self._schedule(there, max(depth, 1))
-        if key not in self._pending or not self._keep(url, answer):
+        if key not in self._pending or not self._keep_answer(url, answer):
             return False  # no room to keep its answer: stored now rather than asked again
         self._copies.wait((there, url, max(depth, 1), digest))
         return True
 
-    def _keep(self, url: str, answer: CrawledPage) -> bool:
+    def _keep_answer(self, url: str, answer: CrawledPage) -> bool:
         """Keep a waiting page's answer (its links, followed already, left out), within
-        `MAX_KEPT_PAGES` and `MAX_KEPT_CHARS`."""
+        `MAX_ANSWERS_KEPT` and `MAX_ANSWER_CHARS_KEPT`."""
         size = len(answer.text) + len(answer.title)
-        if len(self._fetched) >= MAX_KEPT_PAGES or self._kept_chars + size > MAX_KEPT_CHARS:
+        if (
+            len(self._answers) >= MAX_ANSWERS_KEPT
+            or self._answer_chars + size > MAX_ANSWER_CHARS_KEPT
+        ):
             return False
-        self._fetched[page_key(url)] = dataclasses.replace(answer, links=())
-        self._kept_chars += size
+        self._answers[page_key(url)] = dataclasses.replace(answer, links=())
+        self._answer_chars += size
         return True
 
-    def _kept_answer(self, url: str) -> CrawledPage | None:
-        answer = self._fetched.pop(page_key(url), None)
+    def _take_answer(self, url: str) -> CrawledPage | None:
+        answer = self._answers.pop(page_key(url), None)
         if answer is not None:
-            self._kept_chars -= len(answer.text) + len(answer.title)
+            self._answer_chars -= len(answer.text) + len(answer.title)
         return answer
 
     def _settle(self, url: str, holds: bool) -> None:
         """Record whether a stored page answered with its stored text; the new pages that
         waited on it are visited again unless it does (then it owns the text here)."""
-        kept, again = self._copies.settle(url, holds)
-        for page in kept:
-            self._kept_answer(page)
+        holding, again = self._copies.settle(url, holds)
+        for page in holding:  # duplicates for good: their answers are not needed
+            self._take_answer(page)
         record = self.known.get(url)
         if holds and record is not None:
             owner = self._hashes.get(record.content_hash)
@@ -516,9 +519,8 @@ class SiteCrawl:
 
     def _revisit(self, url: str, depth: int) -> None:
         """Queue again a page taken for a duplicate of a stored page's text that the stored
-        page turned out not to hold: stored from its kept answer, or (beyond
-        `MAX_KEPT_PAGES`, after a stop) asked again, one request more than the page
-        limit's count; at most once per stored copy."""
+        page turned out not to hold: stored from its kept answer (`_keep_answer`), or,
+        after a stop, asked again; at most once per stored copy."""
         key = page_key(url)
         if key in self._pending:
             return

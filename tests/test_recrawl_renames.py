@@ -770,7 +770,7 @@ async def test_a_site_wide_rename_past_the_kept_answers_loses_nothing(
 ) -> None:
     """Beyond the answers kept in memory a renamed page is stored at once (two copies
     until the refresh) instead of being asked again, which a busy server may refuse."""
-    monkeypatch.setattr(site_crawl, "MAX_KEPT_PAGES", 2)
+    monkeypatch.setattr(site_crawl, "MAX_ANSWERS_KEPT", 2)
     renamed = 5
     site = first_site()
     for i in range(renamed):
