@@ -223,12 +223,12 @@ def no_match_cost(
     at the configured cut-off and at each lower cut-off of `CUTOFF_GRID` (run with
     RAG_NO_MATCH_CUTOFF=10 to get every row), with how many of those had a relevant
     source first anyway."""
-    answerable = [q for q in queries if q.expected_sources and q.query in verdicts]
+    answerable = _answerable(queries, verdicts)
     out: dict[str, Any] = {"answerable": len(answerable)}
     if cutoff is None:
         return out
     for t in (cutoff, *(t for t in CUTOFF_GRID if t < cutoff)):
-        lost = [q for q in answerable if verdicts[q.query][0].declines(t)]
+        lost = _declined(answerable, verdicts, t)
         first = [q for q in lost if verdicts[q.query][1][:1] in ([s] for s in q.expected_sources)]
         out[f"cutoff {t:g}"] = {"declined": len(lost), "relevant_first": len(first)}
     return out
@@ -241,12 +241,23 @@ def no_match_declined(
 ) -> list[dict[str, Any]]:
     """The answerable queries the no-match rule declined at `cutoff`, with the evidence
     that decided each (the first 50): what a change of the rule costs, by name."""
-    lost = [
-        q
-        for q in queries
-        if q.expected_sources and q.query in verdicts and verdicts[q.query][0].declines(cutoff)
-    ]
+    answerable = _answerable(queries, verdicts)
+    lost = _declined(answerable, verdicts, cutoff)
     return [{"query": q.query, **verdicts[q.query][0].to_dict()} for q in lost[:50]]
+
+
+def _answerable(
+    queries: Sequence[EvalQuery], verdicts: dict[str, tuple[Evidence, list[str]]]
+) -> list[EvalQuery]:
+    return [q for q in queries if q.expected_sources and q.query in verdicts]
+
+
+def _declined(
+    queries: Sequence[EvalQuery],
+    verdicts: dict[str, tuple[Evidence, list[str]]],
+    cutoff: float | None,
+) -> list[EvalQuery]:
+    return [q for q in queries if verdicts[q.query][0].declines(cutoff)]
 
 
 def _print_summary(report: EvaluationReport, comparison: Comparison | None) -> None:

@@ -1085,9 +1085,7 @@ class KnowledgeBase:
         if offset < 0:
             raise RAGError(f"offset must be 0 or more, got {offset}.")
         await self.open()
-        key = await asyncio.to_thread(
-            self._resolve_source, source.strip(), self._url_as_added(source.strip())
-        )
+        key = await self._stored_name(source.strip())
         if key not in self.bm25.sources():
             raise UnknownSourceError(
                 f"{source!r} is not in the knowledge base; rag_stats (rag stats) lists the sources."
@@ -1156,6 +1154,10 @@ class KnowledgeBase:
         prefix = folder.rstrip("/") + "/"
         return [r.source for r in self.store.list_sources() if r.source.startswith(prefix)]
 
+    async def _stored_name(self, source: str) -> str:
+        """The stored name of a source the user names (`_resolve_source`)."""
+        return await asyncio.to_thread(self._resolve_source, source, self._url_as_added(source))
+
     def _url_as_added(self, source: str) -> list[str]:
         """A URL as `rag add` normalises it before storing it (none for a path, or a URL
         it refuses: that is not stored). On the event loop: it may build the crawler."""
@@ -1184,9 +1186,7 @@ class KnowledgeBase:
         if len(source) > MAX_SOURCE_CHARS:
             raise RAGError(f"The source is longer than {MAX_SOURCE_CHARS:,} characters.")
         await self.open()
-        key = await asyncio.to_thread(
-            self._resolve_source, source.strip(), self._url_as_added(source.strip())
-        )
+        key = await self._stored_name(source.strip())
 
         def delete() -> int:
             inside = self._files_under(key) if folder else []  # `-r`: the folder's files
