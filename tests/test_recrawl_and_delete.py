@@ -16,29 +16,20 @@ from rag_app.config import RAGSettings
 from rag_app.knowledge import KnowledgeBase
 from tests.conftest import CountingEmbedding
 from tests.programmable_site import Site, html, running
-from tests.refresh_site import DEEP, stored
+from tests.refresh_site import DEEP, loopback_settings, opened, stored
 
 
 @pytest.fixture
 def crawl_settings(settings: RAGSettings) -> RAGSettings:
-    return settings.model_copy(
-        update={
-            "rag_allow_private_network": True,
-            "rag_crawl_delay_sec": 0.0,
-            "rag_crawl_timeout_sec": 3.0,
-            "rag_crawl_concurrency": 1,  # pages in link order: the outcome is not racy
-        }
-    )
+    return loopback_settings(settings, rag_crawl_concurrency=1)  # pages in link order
 
 
 @pytest.fixture
 async def kb(
     crawl_settings: RAGSettings, counting_embed: CountingEmbedding
 ) -> AsyncIterator[KnowledgeBase]:
-    base = KnowledgeBase(crawl_settings, embed_model=counting_embed)
-    await base.open()
-    yield base
-    await base.aclose()
+    async with opened(crawl_settings, counting_embed) as base:
+        yield base
 
 
 @pytest.fixture
@@ -46,10 +37,8 @@ async def redirect_kb(
     crawl_settings: RAGSettings, counting_embed: CountingEmbedding
 ) -> AsyncIterator[KnowledgeBase]:
     follows = crawl_settings.model_copy(update={"rag_follow_redirects": True})
-    base = KnowledgeBase(follows, embed_model=counting_embed)
-    await base.open()
-    yield base
-    await base.aclose()
+    async with opened(follows, counting_embed) as base:
+        yield base
 
 
 async def _holding(kb: KnowledgeBase, word: str) -> list[str]:

@@ -23,7 +23,7 @@ from rag_app.crawl_options import CrawlOptions
 from rag_app.knowledge import KnowledgeBase
 from tests.conftest import CountingEmbedding
 from tests.programmable_site import Site, html, running
-from tests.refresh_site import DEEP, stored
+from tests.refresh_site import DEEP, loopback_settings, opened, stored
 
 OLD = "/docs/a.html"
 NEW = "/docs/b.html"
@@ -34,18 +34,9 @@ TEXT = html("Alpha", "The alpha page alphaword.")
 async def kb(
     settings: RAGSettings, counting_embed: CountingEmbedding
 ) -> AsyncIterator[KnowledgeBase]:
-    crawl = settings.model_copy(
-        update={
-            "rag_allow_private_network": True,
-            "rag_crawl_delay_sec": 0.0,
-            "rag_crawl_timeout_sec": 3.0,
-            "rag_crawl_concurrency": 1,  # pages in link order: the outcome is not racy
-        }
-    )
-    base = KnowledgeBase(crawl, embed_model=counting_embed)
-    await base.open()
-    yield base
-    await base.aclose()
+    crawl = loopback_settings(settings, rag_crawl_concurrency=1)  # pages in link order
+    async with opened(crawl, counting_embed) as base:
+        yield base
 
 
 def first_site() -> Site:

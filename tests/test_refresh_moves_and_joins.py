@@ -31,7 +31,7 @@ from rag_app.knowledge import KnowledgeBase
 from rag_app.refresh_checkpoint import RefreshCheckpoint
 from tests.conftest import CountingEmbedding
 from tests.programmable_site import Site, html, running
-from tests.refresh_site import DEEP, docs, stored
+from tests.refresh_site import DEEP, docs, loopback_settings, opened, stored
 
 CANON0 = '<link rel="canonical" href="/docs/p0">'
 SECRET = html("Private notes", "Payroll figures and the admin password hint.")
@@ -39,24 +39,15 @@ SECRET = html("Private notes", "Payroll figures and the admin password hint.")
 
 @pytest.fixture
 def crawl_settings(settings: RAGSettings) -> RAGSettings:
-    return settings.model_copy(
-        update={
-            "rag_allow_private_network": True,
-            "rag_crawl_delay_sec": 0.0,
-            "rag_crawl_timeout_sec": 3.0,
-            "rag_crawl_concurrency": 1,
-        }
-    )
+    return loopback_settings(settings, rag_crawl_concurrency=1)
 
 
 @pytest.fixture
 async def kb(
     crawl_settings: RAGSettings, counting_embed: CountingEmbedding
 ) -> AsyncIterator[KnowledgeBase]:
-    base = KnowledgeBase(crawl_settings, embed_model=counting_embed)
-    await base.open()
-    yield base
-    await base.aclose()
+    async with opened(crawl_settings, counting_embed) as base:
+        yield base
 
 
 def titles(kb: KnowledgeBase) -> dict[str, str]:

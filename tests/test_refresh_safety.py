@@ -24,28 +24,20 @@ from rag_app.refresh import SITE_GONE_MIN
 from rag_app.results import RefreshSummary
 from tests.conftest import CountingEmbedding
 from tests.programmable_site import Site, html, running
-from tests.refresh_site import DEEP, docs, stored
+from tests.refresh_site import DEEP, docs, loopback_settings, opened, stored
 
 
 @pytest.fixture
 def crawl_settings(settings: RAGSettings) -> RAGSettings:
-    return settings.model_copy(
-        update={
-            "rag_allow_private_network": True,
-            "rag_crawl_delay_sec": 0.0,
-            "rag_crawl_timeout_sec": 3.0,
-        }
-    )
+    return loopback_settings(settings)
 
 
 @pytest.fixture
 async def kb(
     crawl_settings: RAGSettings, counting_embed: CountingEmbedding
 ) -> AsyncIterator[KnowledgeBase]:
-    base = KnowledgeBase(crawl_settings, embed_model=counting_embed)
-    await base.open()
-    yield base
-    await base.aclose()
+    async with opened(crawl_settings, counting_embed) as base:
+        yield base
 
 
 @pytest.fixture
