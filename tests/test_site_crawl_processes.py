@@ -385,3 +385,50 @@ def test_ctrl_c_at_any_moment_of_rag_crawls_start_leaves_no_job_running(
     finally:
         held.set()
         rag(env, "service", "stop")
+
+
+def test_a_renamed_page_waiting_at_a_kill_is_stored_by_the_next_owner(
+    tmp_path: Path, site: StaticSite
+) -> None:
+    """A page renamed on the site waits, at the re-crawl, for its old URL's answer; kill -9
+    of the owner then: the next owner resumes the job, stores the page under its new URL,
+    and the refresh that removes the old URL leaves its text stored."""
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="0.5", RAG_CRAWL_TIMEOUT_SEC="300")
+    docs = site.root / "docs"
+    try:
+        crawl_docs(env, site)
+        (docs / "guide" / "install.html").rename(docs / "guide" / "setup.html")
+        for html_file in docs.rglob("*.html"):
+            text = html_file.read_text(encoding="utf-8")
+            html_file.write_text(text.replace("install.html", "setup.html"), encoding="utf-8")
+        held = site.hold("/docs/guide/install.html")  # asked for setup.html's text: held
+        started = rag(
+            env, "crawl", site.url("/docs/"), "--max-depth", "10", "-x", "_static", "--background"
+        )
+        assert started.returncode == 0, started.stderr
+        found = re.search(r"ジョブ ([0-9a-f]{8})", started.stdout)
+        assert found, started.stdout
+        journal = tmp_path / "chroma_db" / JOURNAL_FILE
+        deadline = time.monotonic() + 60
+        while not recorded_checkpoint(journal, found.group(1)).get("waiting"):
+            assert time.monotonic() < deadline, recorded_checkpoint(journal, found.group(1))
+            time.sleep(0.1)
+        pid = owner_pid(env)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)  # setup.html waits on install.html's answer
+        wait_gone(pid)
+        held.set()
+
+        rag_json(env, "jobs")  # a new owner starts, and goes on with the job
+        waited = rag(env, "jobs", "--wait", found.group(1), "--json")
+        assert waited.returncode == 0, waited.stderr
+        assert "/docs/guide/setup.html" in stored_keys(env, site)
+        refreshed = rag(env, "refresh")
+        assert refreshed.returncode in (0, 3), refreshed.stderr
+        keys = stored_keys(env, site)
+        assert "/docs/guide/setup.html" in keys and "/docs/guide/install.html" not in keys, keys
+        read = rag(env, "read", site.url("/docs/guide/setup.html"))
+        assert "pip install kettle" in read.stdout, read.stdout
+    finally:
+        site.held.clear()
+        rag(env, "service", "stop")
