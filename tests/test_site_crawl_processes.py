@@ -432,3 +432,36 @@ def test_a_renamed_page_waiting_at_a_kill_is_stored_by_the_next_owner(
     finally:
         site.held.clear()
         rag(env, "service", "stop")
+
+
+async def test_rag_refresh_waited_for_over_mcp_says_it_joined_the_running_one(
+    tmp_path: Path, site: StaticSite
+) -> None:
+    """The real `rag-mcp`, asked `rag_refresh wait=true` while a `rag refresh` job runs:
+    it answers with that job's summary and says it joined (it read like its own)."""
+    env = store_env(tmp_path, RAG_CRAWL_CONCURRENCY="1")
+    victim = "/docs/guide/install.html"
+    held = site.hold(victim)
+    held.set()  # open during the crawl
+    try:
+        crawl_docs(env, site)
+        held.clear()
+        started = rag(env, "refresh", "--background")
+        found = re.search(r"job ([0-9a-f]{8})", started.stdout)
+        assert started.returncode == 0 and found, started.stdout
+        deadline = time.monotonic() + 60
+        while victim not in site.paths():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)  # the refresh waits for the held page's answer
+        threading.Timer(2.0, held.set).start()  # once the MCP client is waiting
+        async with rag_mcp(env, tmp_path / "mcp.log") as client:
+            answer = await client.call_tool("rag_refresh", {"wait": True})
+        assert not answer.is_error, text_of(answer)
+        assert text_of(answer).startswith("実行中の更新確認に合流しました"), text_of(answer)
+        out = answer.structured_content or {}
+        job = rag_json(env, "jobs")[0]
+        assert job["id"] == found.group(1) and job["state"] == "done", job
+        assert out["joined"] is True and out["checked"] == job["result"]["checked"], out
+    finally:
+        held.set()
+        rag(env, "service", "stop")
