@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from search_latency import QUERIES, RandomEmbedding, make_nodes  # noqa: E402
+from search_latency import QUERIES, RandomEmbedding, make_nodes, put_records  # noqa: E402
 
 from rag_app.config import load_settings  # noqa: E402
 
@@ -61,7 +61,8 @@ def env_for(folder: Path) -> dict[str, str]:
 
 
 async def build(folder: Path, n: int) -> None:
-    """n chunks with random vectors, written through the store (Chroma + BM25)."""
+    """n chunks with random vectors, written through the store (Chroma + BM25), with a
+    source record per page as an ingest writes."""
     from rag_app.index.store import bm25_doc
     from rag_app.knowledge import KnowledgeBase
 
@@ -74,6 +75,7 @@ async def build(folder: Path, n: int) -> None:
     t0 = time.perf_counter()
     for start in range(0, n, 5000):
         kb.store.chroma.upsert_nodes(nodes[start : start + 5000])
+    put_records(kb, nodes)  # as an ingest leaves them: passages read neighbours by id
     kb.bm25.rebuild(bm25_doc(nd) for nd in nodes)
     print(f"  built {n:,} chunks in {time.perf_counter() - t0:.0f} s", flush=True)
     await kb.aclose()

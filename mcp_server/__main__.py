@@ -10,6 +10,7 @@ from typing import Any
 
 from mcp_server.logs import configure_logging
 from rag_app.console import VersionAction, guarded
+from rag_app.startup_gc import started, starting
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -56,17 +57,21 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _serve(args: argparse.Namespace) -> None:
     """Load the settings, build the server and run it until the client goes away."""
-    from rag_app.config import SettingsError, load_settings
-
+    starting()
     try:
-        settings = load_settings()
-    except SettingsError as err:
-        print(f"rag-mcp: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+        from rag_app.config import SettingsError, load_settings
 
-    from mcp_server.server import build_server
+        try:
+            settings = load_settings()
+        except SettingsError as err:
+            print(f"rag-mcp: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
 
-    server = build_server(settings, log_level=args.log_level)
+        from mcp_server.server import build_server
+
+        server = build_server(settings, log_level=args.log_level)
+    finally:
+        started()
     if args.transport == "stdio":
         server.run("stdio")
     else:

@@ -12,7 +12,6 @@ committed or rolled back by the store exactly as if it had stayed.
 from __future__ import annotations
 
 import asyncio
-import gc
 import hmac
 import logging
 import os
@@ -31,6 +30,7 @@ from rag_app.config import RAGSettings, SettingsError, load_settings
 from rag_app.errors import RAGError, StoreBusyError
 from rag_app.owner_lock import StoreOwnerLock, read_info
 from rag_app.service import protocol
+from rag_app.startup_gc import started, starting
 
 logger = logging.getLogger("rag_app.service")
 
@@ -173,10 +173,10 @@ class StoreService:
             self.open_error = err
             self.ready.set()
             raise
+        finally:
+            started(collect=True)  # the open index is long-lived: never rescanned
         self.kb = kb
         kb.store.stall_exit_sec = self.settings.rag_store_stall_sec
-        gc.collect()
-        gc.freeze()  # the loaded index is long-lived: keep the cyclic GC from rescanning it
         self.ready.set()
         try:
             await kb.resume_jobs()  # crawls and refreshes a previous owner did not finish
@@ -404,6 +404,7 @@ def main() -> None:
     # gets it within 1 ms instead of 5 ms per hand-over.
     sys.setswitchinterval(0.001)
     single_blas_thread()
+    starting()  # the cyclic GC is back once the store is open (`StoreService._open`)
     raise SystemExit(asyncio.run(StoreService(settings).run()))
 
 

@@ -1,0 +1,127 @@
+"""Cold start of the store service on a big store: the service as shipped (cyclic GC off
+until the store is open) against the same service with the GC on all along, alternating.
+
+Not a test. Each round starts a store service on the store (no other running), waits
+until it says ready, then answers one `rag search` from a new process; the service's
+log splits the open into its steps (the builtin model itself loads in the first
+search, memory-mapped: ~0.02 s). Ratios are shipped ÷ GC-on in the same run. Ends with
+one true cold `rag search` (it starts the service itself), as a user meets it, and a
+warm one. A store built here has a source record per page, as an ingest leaves it.
+
+    python bench/cold_start.py --build 100000 [--keep DIR] [--rounds 4]
+    python bench/cold_start.py --store DIR [--rounds 4]     # a store --keep left
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from shared_store import build, env_for  # noqa: E402
+
+BIN = Path(sys.executable).parent
+SHIPPED = [sys.executable, "-m", "rag_app.service.server"]
+GC_ON = [  # the same service, its gc.disable() made a no-op
+    sys.executable,
+    "-c",
+    "import gc, runpy; gc.disable = lambda: None; "
+    "runpy.run_module('rag_app.service.server', run_name='__main__')",
+]
+QUERY = "りゅうおうのHP"
+
+
+def _state(chroma: Path) -> str:
+    try:
+        return str(json.loads((chroma / ".rag-owner.json").read_text())["state"])
+    except (OSError, ValueError, KeyError):
+        return ""
+
+
+def _stop(env: dict[str, str]) -> None:
+    subprocess.run([str(BIN / "rag"), "service", "stop"], env=env, capture_output=True)
+
+
+def one_start(command: list[str], folder: Path, env: dict[str, str]) -> dict[str, float]:
+    """Seconds until the service is ready and until a new `rag search` answered, and the
+    open's steps from its log."""
+    chroma = folder / "chroma"
+    log = chroma / ".rag-service.log"
+    log.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    with log.open("ab") as out:
+        proc = subprocess.Popen(command, env=env, cwd=chroma, stdout=out, stderr=out)
+    while _state(chroma) != "ready":
+        if proc.poll() is not None:
+            raise RuntimeError(f"the service exited: {log.read_text()[-800:]}")
+        time.sleep(0.005)
+    ready = time.perf_counter() - t0
+    done = subprocess.run(
+        [str(BIN / "rag"), "search", QUERY], env=env, capture_output=True, text=True
+    )
+    answered = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-500:])
+    _stop(env)
+    proc.wait(30)
+    row = {"ready": ready, "answered": answered}
+    opened = [ln for ln in log.read_text().splitlines() if "Opened" in ln][-1]
+    for part in opened.split("(", 1)[1].rstrip(")").split(", "):
+        name, value, _ = part.split(" ")
+        row[name] = float(value)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", default="", help="a store folder --keep left")
+    ap.add_argument("--build", type=int, default=0, help="build a store of this many chunks")
+    ap.add_argument("--keep", default="", help="build into this folder and keep it")
+    ap.add_argument("--rounds", type=int, default=4)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.store or args.keep or Path(tmp) / "store").resolve()
+        if not args.store:
+            folder.mkdir(parents=True, exist_ok=True)
+            asyncio.run(build(folder, args.build))
+        env = env_for(folder)
+        _stop(env)
+        rows: dict[str, list[dict[str, float]]] = {"shipped": [], "gc on": []}
+        for _ in range(args.rounds):
+            rows["shipped"].append(one_start(SHIPPED, folder, env))
+            rows["gc on"].append(one_start(GC_ON, folder, env))
+        med = {
+            name: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            for name, runs in rows.items()
+        }
+        for name, m in med.items():
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in m.items())
+            print(f"{name:8s} median of {args.rounds} (s): {parts}")
+        for name, runs in rows.items():
+            print(f"{name:8s} each round, ready: " + " ".join(f"{r['ready']:.2f}" for r in runs))
+        for k in ("ready", "answered"):
+            print(f"shipped / gc on, {k}: {med['shipped'][k] / med['gc on'][k]:.2f}")
+        t0 = time.perf_counter()
+        subprocess.run([str(BIN / "rag"), "search", QUERY], env=env, capture_output=True)
+        cold = time.perf_counter() - t0
+        warm = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            subprocess.run([str(BIN / "rag"), "search", QUERY], env=env, capture_output=True)
+            warm.append(time.perf_counter() - t0)
+        _stop(env)
+        print(f"a cold `rag search` (it starts the service): {cold:.2f} s; then a warm one "
+              f"(service running, model loaded): {statistics.median(warm):.2f} s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
