@@ -1,15 +1,16 @@
 """Kill -9 a Chroma writer at random moments: how often is the next open refused?
 
 Not a test. Builds a base store (a writer adding batches of 64 random 384-dim vectors for
-a few seconds, then stopped cleanly), then per round: copies it, starts the writer on the
-copy, kills it with SIGKILL 0.3–3 s in, and opens the copy in a new process (count, one
-query, a read of the newest vectors). Chroma saves its HNSW files every `sync_threshold`
+4 s, then returning normally), then per round: copies it (with `--grow`, keeps the one
+store instead, so it grows over the killed rounds), starts the writer on it, kills it
+with SIGKILL 0.3–3 s in, and opens the store in a new process (count, one query, a read
+of the newest vectors). Chroma saves its HNSW files every `sync_threshold`
 new vectors; a kill during a save can leave them damaged, and the open then fails.
 Compare thresholds in separate runs (the project keeps Chroma's default, 1,000; README
 "Cold start"):
 
     python bench/hnsw_kill.py --threshold 100 --rounds 40
-    python bench/hnsw_kill.py --threshold 1000 --rounds 40
+    python bench/hnsw_kill.py --threshold 1000 --rounds 40 [--grow]
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ col = client.get_or_create_collection(
 rng = np.random.default_rng(time.time_ns() % 2**32)
 i = col.count()
 print("ready", flush=True)
-while True:
+until = time.monotonic() + float(sys.argv[3])
+while time.monotonic() < until:
     v = rng.normal(size=(64, 384)).astype(np.float32)
     col.upsert(ids=[f"c{i + k}" for k in range(64)], embeddings=v.tolist(), documents=["x"] * 64)
     i += 64
@@ -55,9 +57,10 @@ except Exception as err:
 """
 
 
-def _writer(path: Path, threshold: int) -> subprocess.Popen[str]:
+def _writer(path: Path, threshold: int, seconds: float = 3600.0) -> subprocess.Popen[str]:
+    """A writer adding vectors to the store at `path` for `seconds`."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path), str(threshold)],
+        [sys.executable, "-c", WRITER, str(path), str(threshold), str(seconds)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -71,7 +74,9 @@ def _check(path: Path) -> dict[str, object]:
         [sys.executable, "-c", CHECK, str(path)], capture_output=True, text=True, timeout=300
     )
     lines = done.stdout.strip().splitlines()
-    return json.loads(lines[-1]) if lines else {"ok": False, "error": done.stderr[-200:]}
+    if lines:
+        return dict(json.loads(lines[-1]))
+    return {"ok": False, "error": f"exit {done.returncode}: {done.stderr[-200:]}"}
 
 
 def main() -> None:
@@ -79,19 +84,19 @@ def main() -> None:
     ap.add_argument("--threshold", type=int, default=1000, help="Chroma's sync_threshold")
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--grow", action="store_true", help="one store over all rounds")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         base, copy = Path(tmp) / "base", Path(tmp) / "round"
-        proc = _writer(base, args.threshold)
-        time.sleep(4)
-        proc.terminate()
-        proc.wait()
+        proc = _writer(base, args.threshold, seconds=4.0)
+        proc.wait(120)
         print(f"base store: {_check(base)}")
         refused = 0
         for n in range(args.rounds):
-            shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(base, copy)
+            if not args.grow or not copy.exists():
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(base, copy)
             proc = _writer(copy, args.threshold)
             time.sleep(rng.uniform(0.3, 3.0))
             os.kill(proc.pid, signal.SIGKILL)

@@ -363,8 +363,9 @@ async def _cmd_service(settings: RAGSettings, args: argparse.Namespace) -> int:
     from rag_app.service import service_status, stop_service
 
     if args.action == "run":
-        from rag_app.service.server import StoreService
+        from rag_app.service.server import StoreService, prepare_process
 
+        prepare_process()
         return await StoreService(settings).run()
     if args.action == "stop":
         stopped = await stop_service(settings)

@@ -27,17 +27,31 @@ async def _open(self):
         self.stop.set()
 
 server.StoreService._open = _open
-server.main()
+ENTRY
 """
+ENTRIES = {
+    "python -m rag_app.service.server": "server.main()",
+    "rag service run": "from rag_app.cli import main; raise SystemExit(main(['service', 'run']))",
+}
 
 MCP = """
 import gc, json
+import mcp_server.server
 from mcp_server import __main__ as entry
 from mcp_server.server import RagServer
 
-def run(self, *args, **kwargs):
-    print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}), flush=True)
+seen = {}
+real_build = mcp_server.server.build_server
 
+def build_server(*args, **kwargs):
+    seen["while_starting"] = gc.isenabled()
+    return real_build(*args, **kwargs)
+
+def run(self, *args, **kwargs):
+    seen.update(enabled=gc.isenabled(), frozen=gc.get_freeze_count())
+    print(json.dumps(seen), flush=True)
+
+mcp_server.server.build_server = build_server
 RagServer.run = run
 entry.main([])
 """
@@ -59,9 +73,12 @@ def _run(script: str, tmp_path: Path, **env: str) -> tuple[int, dict[str, object
     return done.returncode, json.loads(lines[-1])
 
 
-def test_the_store_service_opens_with_the_gc_off_and_serves_with_it_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+def test_the_store_service_opens_with_the_gc_off_and_serves_with_it_on(
+    tmp_path: Path, entry: str
+) -> None:
     code, seen = _run(
-        SERVICE,
+        SERVICE.replace("ENTRY", ENTRIES[entry]),
         tmp_path,
         CHROMADB_PERSIST_DIR=str(tmp_path / "chroma"),
         BM25_PERSIST_DIR=str(tmp_path / "bm25"),
@@ -76,7 +93,7 @@ def test_a_store_service_whose_open_fails_turns_the_gc_back_on(tmp_path: Path) -
     (tmp_path / "chroma").mkdir()
     (tmp_path / "chroma" / "chroma.sqlite3").write_bytes(b"not a database" * 100)
     code, seen = _run(
-        SERVICE,
+        SERVICE.replace("ENTRY", ENTRIES["python -m rag_app.service.server"]),
         tmp_path,
         CHROMADB_PERSIST_DIR=str(tmp_path / "chroma"),
         BM25_PERSIST_DIR=str(tmp_path / "bm25"),
@@ -85,9 +102,10 @@ def test_a_store_service_whose_open_fails_turns_the_gc_back_on(tmp_path: Path) -
     assert seen == {"while_starting": False, "enabled": True, "frozen": seen["frozen"]}
 
 
-def test_rag_mcp_serves_with_the_gc_on(tmp_path: Path) -> None:
+def test_rag_mcp_starts_with_the_gc_off_and_serves_with_it_on(tmp_path: Path) -> None:
     code, seen = _run(MCP, tmp_path)
     assert code == 0
+    assert seen["while_starting"] is False
     assert seen["enabled"] is True
     assert isinstance(seen["frozen"], int) and seen["frozen"] > 10_000
 
