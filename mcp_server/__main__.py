@@ -73,6 +73,11 @@ def _serve(args: argparse.Namespace) -> None:
     finally:
         started()
     if args.transport == "stdio":
+        from mcp_server.stdio_lines import install
+
+        if not install():
+            logger.warning("This mcp SDK's stdio reader is not the expected one; requests "
+                           "holding lone surrogates may go unanswered.")  # fmt: skip
         server.run("stdio")
     else:
         _serve_http(server, args.host, args.port, settings, args.log_level)

@@ -248,3 +248,60 @@ def test_invalid_setting_stops_start_up_with_one_line(tmp_path: Path) -> None:
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "RAG_CHUNK_OVERLAP" in lines[0], done.stderr
+
+
+def test_a_request_with_a_lone_surrogate_is_answered(tmp_path: Path) -> None:
+    """A client that cut a string inside an emoji sends `\\ud83d` alone: valid JSON that
+    the SDK's parser refuses. The request is answered (the query searched with U+FFFD in
+    its place) instead of leaving the client waiting."""
+    import json
+    import queue
+    import threading
+
+    env = {
+        **os.environ,
+        "CHROMADB_PERSIST_DIR": str(tmp_path / "chroma_db"),
+        "BM25_PERSIST_DIR": str(tmp_path / "bm25_index"),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcp_server"],
+        cwd=tmp_path, env=env, text=True, encoding="utf-8",
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None and proc.stdin is not None
+    threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout], daemon=True).start()
+
+    def send(line: str) -> None:
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+
+    def answer(request_id: int, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                message = json.loads(lines.get(timeout=deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if message.get("id") == request_id:
+                return message
+        raise AssertionError(f"no answer to request {request_id} within {timeout:.0f} s")
+
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+                 "clientInfo": {"name": "test", "version": "1"}}  # fmt: skip
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))
+        assert "result" in answer(1)
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        call = (
+            '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": '
+            '"rag_search", "arguments": {"query": "スライム\\ud83d"}}}'
+        )
+        send(call)
+        reply = answer(2)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert "result" in reply, reply
+    assert reply["result"]["isError"] is False, reply
+    assert reply["result"]["structuredContent"]["query"] == "スライム\ufffd"

@@ -1,0 +1,63 @@
+"""Requests over stdio whose JSON holds a lone surrogate get an answer, not silence.
+
+JSON lets a string hold a lone surrogate escape (`"\\ud83d"`: what a client sends when it
+cuts a string inside an emoji). The `mcp` SDK's parser refuses the whole line, so such a
+request was dropped and its client waited for its own timeout. `install()` makes the
+SDK's stdin reader pass such a line through Python's `json` (which takes lone
+surrogates), with each one replaced by U+FFFD as everywhere else in this project
+(`rag_app.limits.without_surrogates`); any other line is passed on untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from rag_app.limits import without_surrogates
+
+logger = logging.getLogger("mcp_server")
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def clean_line(line: str) -> str:
+    """`line` (one JSON-RPC message) with its lone surrogates as U+FFFD; unchanged when
+    it has none or is not JSON this cleaning can read (the SDK then reports it)."""
+    if not _SURROGATE_ESCAPE.search(line):
+        return line
+    try:
+        cleaned = _clean(json.loads(line))
+    except (ValueError, RecursionError):
+        return line
+    return json.dumps(cleaned, ensure_ascii=False) + ("\n" if line.endswith("\n") else "")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return without_surrogates(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {without_surrogates(k): _clean(v) for k, v in value.items()}
+    return value
+
+
+def install() -> bool:
+    """Make the SDK's stdio transport read lines through `clean_line` (False when this
+    SDK has no such reader: its lines are then read as it reads them)."""
+    from mcp.server import stdio
+
+    base = getattr(stdio, "_UnownedTextWrapper", None)
+    if base is None or getattr(base, "cleans_lines", False):
+        return base is not None
+
+    class CleaningTextWrapper(base):  # type: ignore[misc, valid-type]
+        cleans_lines = True
+
+        def readline(self, size: int = -1) -> str:  # type: ignore[override]
+            return clean_line(super().readline(size))
+
+    stdio._UnownedTextWrapper = CleaningTextWrapper  # type: ignore[attr-defined]
+    return True

@@ -1,0 +1,47 @@
+"""Lone surrogates in a JSON-RPC line from an MCP client become U+FFFD; every other
+line reaches the SDK exactly as sent (mcp_server/stdio_lines.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import mcp_types as types
+import pytest
+
+from mcp_server.stdio_lines import clean_line, install
+
+
+def test_a_line_with_a_lone_surrogate_becomes_one_the_sdk_accepts() -> None:
+    line = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"rag_search",' \
+        '"arguments":{"query":"a\\ud83d b","\\udc00key":["x\\ude00"]}}}\n'  # fmt: skip
+    cleaned = clean_line(line)
+    assert cleaned.endswith("\n")
+    message = types.jsonrpc_message_adapter.validate_json(cleaned, by_name=False)
+    args = json.loads(cleaned)["params"]["arguments"]
+    assert args == {"query": "a\ufffd b", "\ufffdkey": ["x\ufffd"]}
+    assert message.id == 7  # type: ignore[union-attr]
+
+
+def test_other_lines_are_passed_on_untouched() -> None:
+    pair = '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"q":"\\ud83d\\ude00"}}\n'
+    assert json.loads(clean_line(pair))["params"]["q"] == "\U0001f600"  # a pair stays
+    for line in (
+        '{"jsonrpc":"2.0","id":1,"method":"ping"}\n',
+        "not json \\ud800\n",  # the SDK reports what it cannot parse
+        "[" * 100_000 + '"\\ud800"' + "]" * 100_000 + "\n",  # deeper than json can go
+    ):
+        assert clean_line(line) == line
+
+
+def test_install_wraps_the_sdks_reader_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp.server import stdio
+
+    original = stdio._UnownedTextWrapper
+    monkeypatch.setattr(stdio, "_UnownedTextWrapper", original)  # restored afterwards
+    assert install() and install()
+    wrapper = stdio._UnownedTextWrapper
+    assert wrapper.cleans_lines  # type: ignore[attr-defined]
+    assert wrapper.__bases__ == (original,)  # wrapped once, not twice
+    reader = wrapper(io.BytesIO(b'{"q":"\\ud800"}\n'), encoding="utf-8")
+    assert json.loads(reader.readline()) == {"q": "\ufffd"}
