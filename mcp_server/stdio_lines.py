@@ -5,7 +5,8 @@ cuts a string inside an emoji). The `mcp` SDK's parser refuses the whole line, s
 request was dropped and its client waited for its own timeout. `install()` makes the
 SDK's stdin reader pass such a line through Python's `json` (which takes lone
 surrogates), with each one replaced by U+FFFD as everywhere else in this project
-(`rag_app.limits.without_surrogates`); any other line is passed on untouched.
+(`rag_app.limits.without_surrogates`), and re-serialised; a line with no surrogate escape
+is passed on untouched.
 """
 
 from __future__ import annotations
@@ -23,15 +24,30 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def clean_line(line: str) -> str:
-    """`line` (one JSON-RPC message) with its lone surrogates as U+FFFD; unchanged when
-    it has none or is not JSON this cleaning can read (the SDK then reports it)."""
+    """`line` (one JSON-RPC message) with its lone surrogates as U+FFFD, re-serialised;
+    unchanged when it has no surrogate escape, is not JSON this cleaning can read, or
+    holds one in a request id (a reply must carry the id exactly as sent: such a line is
+    left for the SDK to refuse, as before)."""
     if not _SURROGATE_ESCAPE.search(line):
         return line
     try:
-        cleaned = _clean(json.loads(line))
+        message = json.loads(line)
+        if _id_has_surrogate(message):
+            return line
+        cleaned = _clean(message)  # keys that differ only by a lone surrogate merge
     except (ValueError, RecursionError):
         return line
     return json.dumps(cleaned, ensure_ascii=False) + ("\n" if line.endswith("\n") else "")
+
+
+def _id_has_surrogate(message: Any) -> bool:
+    """A request id (`id`, or `params.requestId` of a cancellation) holding a lone
+    surrogate."""
+    if not isinstance(message, dict):
+        return False
+    params = message.get("params")
+    ids = [message.get("id"), params.get("requestId") if isinstance(params, dict) else None]
+    return any(isinstance(i, str) and without_surrogates(i) != i for i in ids)
 
 
 def _clean(value: Any) -> Any:

@@ -276,7 +276,7 @@ def test_a_request_with_a_lone_surrogate_is_answered(tmp_path: Path) -> None:
         proc.stdin.write(line + "\n")
         proc.stdin.flush()
 
-    def answer(request_id: int, timeout: float = 60.0) -> dict:
+    def answer(request_id: int, timeout: float = 30.0) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

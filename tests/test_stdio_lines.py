@@ -1,5 +1,6 @@
-"""Lone surrogates in a JSON-RPC line from an MCP client become U+FFFD; every other
-line reaches the SDK exactly as sent (mcp_server/stdio_lines.py)."""
+"""Lone surrogates in a JSON-RPC line from an MCP client become U+FFFD; a line with no
+surrogate escape, or one in a request id, reaches the SDK exactly as sent
+(mcp_server/stdio_lines.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,18 @@ def test_other_lines_are_passed_on_untouched() -> None:
         "[" * 100_000 + '"\\ud800"' + "]" * 100_000 + "\n",  # deeper than json can go
     ):
         assert clean_line(line) == line
+
+
+def test_a_request_id_is_never_rewritten() -> None:
+    """A reply must carry the id as sent: a line whose id holds a lone surrogate is left
+    for the SDK to refuse, as it did before (two such requests must not share an id)."""
+    for line in (
+        '{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}\n',
+        '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"\\udc00"}}\n',
+    ):
+        assert clean_line(line) == line
+    kept = '{"jsonrpc":"2.0","id":"r-1","method":"ping","params":{"q":"\\ud800"}}\n'
+    assert json.loads(clean_line(kept))["id"] == "r-1"
 
 
 def test_install_wraps_the_sdks_reader_once(monkeypatch: pytest.MonkeyPatch) -> None:
