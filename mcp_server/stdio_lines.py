@@ -12,13 +12,10 @@ is passed on untouched.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from typing import Any
 
 from rag_app.limits import without_surrogates
-
-logger = logging.getLogger("mcp_server")
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 

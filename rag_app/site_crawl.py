@@ -487,7 +487,7 @@ class SiteCrawl:
     def _keep_answer(self, url: str, answer: CrawledPage) -> bool:
         """Keep a waiting page's answer (its links, followed already, left out), within
         `MAX_ANSWERS_KEPT` and `MAX_ANSWER_CHARS_KEPT`."""
-        size = len(answer.text) + len(answer.title)
+        size = _answer_size(answer)
         if (
             len(self._answers) >= MAX_ANSWERS_KEPT
             or self._answer_chars + size > MAX_ANSWER_CHARS_KEPT
@@ -500,7 +500,7 @@ class SiteCrawl:
     def _take_answer(self, url: str) -> CrawledPage | None:
         answer = self._answers.pop(page_key(url), None)
         if answer is not None:
-            self._answer_chars -= len(answer.text) + len(answer.title)
+            self._answer_chars -= _answer_size(answer)
         return answer
 
     def _settle(self, url: str, holds: bool) -> None:
@@ -589,3 +589,8 @@ class SiteCrawl:
 
 
 __all__ = ["SiteCrawl"]
+
+
+def _answer_size(answer: CrawledPage) -> int:
+    """What a kept answer counts against `MAX_ANSWER_CHARS_KEPT`."""
+    return len(answer.text) + len(answer.title)

@@ -55,3 +55,21 @@ def test_a_collection_made_with_other_settings_gets_ours_when_opened(tmp_path: P
     config = _hnsw_from_another_process(tmp_path, "kbase")
     assert config["ef_search"] == HNSW_EF_SEARCH
     assert config["sync_threshold"] == HNSW_SYNC_THRESHOLD
+
+
+def test_a_collection_on_a_chroma_server_gets_our_settings_when_opened(
+    chroma_server: int,
+) -> None:
+    """The same update through a real `chroma run` server (saved by the server)."""
+    client = chromadb.HttpClient(host="127.0.0.1", port=chroma_server)
+    name = "kbase-server-old"
+    client.create_collection(
+        name,
+        configuration={"hnsw": {"space": "cosine", "ef_search": 100, "sync_threshold": 100}},
+        embedding_function=None,
+    )
+    ChromaStore(client, name, model_name="m", dimension=8)
+    again = chromadb.HttpClient(host="127.0.0.1", port=chroma_server).get_collection(name)
+    hnsw = (again.configuration or {}).get("hnsw") or {}
+    assert hnsw["ef_search"] == HNSW_EF_SEARCH
+    assert hnsw["sync_threshold"] == HNSW_SYNC_THRESHOLD

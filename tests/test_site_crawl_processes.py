@@ -42,6 +42,25 @@ def crawl_docs(env: dict[str, str], site: StaticSite) -> None:
     assert done.returncode == 3, done.stderr
 
 
+def refresh_held_at(
+    env: dict[str, str], site: StaticSite, held: threading.Event, victim: str
+) -> str:
+    """Crawl the docs, then start a background `rag refresh` and wait until it asks for
+    `victim` (held open by `held`); the refresh job's id."""
+    held.set()  # open during the crawl
+    crawl_docs(env, site)
+    held.clear()
+    site.requests.clear()
+    started = rag(env, "refresh", "--background")
+    found = re.search(r"job ([0-9a-f]{8})", started.stdout)
+    assert started.returncode == 0 and found, started.stdout
+    deadline = time.monotonic() + 60
+    while victim not in site.paths():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)  # the refresh waits for the held page's answer
+    return found.group(1)
+
+
 def recorded_checkpoint(journal: Path, job_id: str) -> dict[str, Any]:
     """The crawl checkpoint the owner last wrote in its job journal (empty counts before)."""
     try:
@@ -264,19 +283,8 @@ def test_a_second_rag_refresh_joins_the_running_one_and_its_ctrl_c_leaves_it_run
     env = store_env(tmp_path, RAG_CRAWL_CONCURRENCY="1")
     victim = "/docs/guide/install.html"
     held = site.hold(victim)
-    held.set()  # open during the crawl
     try:
-        crawl_docs(env, site)
-        held.clear()
-        site.requests.clear()
-        started = rag(env, "refresh", "--background")
-        found = re.search(r"job ([0-9a-f]{8})", started.stdout)
-        assert started.returncode == 0 and found, started.stdout
-        job_id = found.group(1)
-        deadline = time.monotonic() + 60
-        while victim not in site.paths():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)  # the refresh waits for the held page's answer
+        job_id = refresh_held_at(env, site, held, victim)
         again = rag(env, "refresh", "--background")
         assert again.returncode == 0, again.stderr
         assert again.stdout.startswith(f"A refresh is already running: job {job_id}"), again.stdout
@@ -442,17 +450,8 @@ async def test_rag_refresh_waited_for_over_mcp_says_it_joined_the_running_one(
     env = store_env(tmp_path, RAG_CRAWL_CONCURRENCY="1")
     victim = "/docs/guide/install.html"
     held = site.hold(victim)
-    held.set()  # open during the crawl
     try:
-        crawl_docs(env, site)
-        held.clear()
-        started = rag(env, "refresh", "--background")
-        found = re.search(r"job ([0-9a-f]{8})", started.stdout)
-        assert started.returncode == 0 and found, started.stdout
-        deadline = time.monotonic() + 60
-        while victim not in site.paths():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)  # the refresh waits for the held page's answer
+        job_id = refresh_held_at(env, site, held, victim)
         threading.Timer(2.0, held.set).start()  # once the MCP client is waiting
         async with rag_mcp(env, tmp_path / "mcp.log") as client:
             answer = await client.call_tool("rag_refresh", {"wait": True})
@@ -460,7 +459,7 @@ async def test_rag_refresh_waited_for_over_mcp_says_it_joined_the_running_one(
         assert text_of(answer).startswith("実行中の更新確認に合流しました"), text_of(answer)
         out = answer.structured_content or {}
         job = rag_json(env, "jobs")[0]
-        assert job["id"] == found.group(1) and job["state"] == "done", job
+        assert job["id"] == job_id and job["state"] == "done", job
         assert out["joined"] is True and out["checked"] == job["result"]["checked"], out
     finally:
         held.set()
