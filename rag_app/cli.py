@@ -355,6 +355,11 @@ async def _cmd_check(kb: KnowledgeBase, args: argparse.Namespace) -> int:
             f"missing_in_bm25={report.missing_in_bm25} extra_in_bm25={report.extra_in_bm25} "
             f"orphan_records={len(report.orphan_records)} "
             f"unfindable_by_vector={report.unfindable_by_vector}/{report.vector_checked}"
+            + (
+                f" missing_in_vector_copy={report.missing_in_vector_copy}"
+                if report.missing_in_vector_copy is not None
+                else ""
+            )
         )
     return 0 if report.ok or report.repaired else 1
 

@@ -54,6 +54,7 @@ from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, Search
 from rag_app.index.search_gate import SEARCHES
 from rag_app.index.store import EXACT_COPY_INLINE, KnowledgeStore, Neighbourhood, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
+from rag_app.index.vector_copy import VectorCopy
 from rag_app.index.vector_salvage import (
     is_damaged_vector_index,
     mark_pending,
@@ -216,6 +217,8 @@ class KnowledgeBase:
         self.open_timings: dict[str, float] = {}
         self.model_mismatch: EmbeddingMismatchError | None = None
         self.vectors_set_aside: list[str] = []  # collections whose damaged HNSW was moved
+        self._vector_copy: VectorCopy | None = None  # embedded stores: `vector_copy`
+        self.reembedded = 0  # chunks the last reindex embedded (the rest came from the copy)
         self._reembedding: asyncio.Task[None] | None = None
         self._background: list[threading.Thread] = []  # exact copy loader, vector healer
         self.heal_marker: Path | None = None
@@ -257,11 +260,12 @@ class KnowledgeBase:
         return self
 
     async def _reembed_set_aside(self) -> None:
-        """After a damaged vector index was set aside: embed every chunk again from its
-        stored text (searches keep working meanwhile: BM25 fully, vectors as they return)."""
-        logger.warning("Embedding the chunks again after the vector index was set aside.")
+        """After a damaged vector index was set aside: take every chunk's vector back from
+        the vector copy, embedding again from its stored text only those it lacks (searches
+        keep working meanwhile: BM25 fully, vectors as they return)."""
+        logger.warning("Restoring the vectors after the vector index was set aside.")
         try:
-            count = await self.reindex()
+            count = await self.reindex(reuse_copy=True)
         except Exception as err:  # e.g. the embedding provider is down: say how to finish
             if self._closing.is_set():
                 logger.warning("Re-embedding paused (the store is closing); the next start "
@@ -270,7 +274,13 @@ class KnowledgeBase:
                 logger.error("Re-embedding after the vector index was set aside failed (%s); "
                              "the next start tries again, or run `rag reindex`.", err)  # fmt: skip
             return
-        logger.warning("Re-embedded %d chunks after the vector index was set aside.", count)
+        logger.warning(
+            "Restored the vectors of %d chunks after the vector index was set aside (%d "
+            "from the vector copy, %d embedded again).",
+            count,
+            count - self.reembedded,
+            self.reembedded,
+        )
 
     def _open_sync(self, check_model: bool = True) -> None:
         s = self.settings
@@ -283,6 +293,10 @@ class KnowledgeBase:
         try:
             with timer("chroma_open", t):
                 client = self._client or make_client(s)
+            own_files = not s.chroma_host and self._client is None
+            if own_files and self._vector_copy is None:
+                with timer("vector_copy", t):
+                    self._vector_copy = VectorCopy.for_store(s.chromadb_persist_dir)
             with timer("model", t):
                 dim = self._dimension(client)
             with timer("bm25_load", t):
@@ -290,21 +304,30 @@ class KnowledgeBase:
             try:
                 store = self._open_store(client, bm25, dim, check_model, t)
             except Exception as err:
-                if s.chroma_host or self._client is not None or not is_damaged_vector_index(err):
+                if not own_files or not is_damaged_vector_index(err):
                     raise
                 client, damaged = salvage(s.chromadb_persist_dir)
                 if not damaged:
                     raise
                 store = self._open_store(client, bm25, dim, check_model, t)
                 mark_pending(s.chromadb_persist_dir, damaged)
-            if not s.chroma_host and self._client is None:
+            if own_files:
                 self.vectors_set_aside = pending(s.chromadb_persist_dir)
         except BaseException:
+            if self._vector_copy is not None:
+                self._vector_copy.close()
+                self._vector_copy = None
             if self._owner_lock is not None:  # a failed open must not keep the store locked
                 self._owner_lock.release()
                 self._owner_lock = None
             raise
         self._store = store
+        if self._vector_copy is not None and not self.vectors_set_aside:
+            filler = threading.Thread(
+                target=store.fill_vector_copy, name="vector-copy", daemon=True
+            )
+            filler.start()  # vectors of chunks stored before the copy, or while it was off
+            self._background.append(filler)
         if check_model:
             with timer("warm_up", t):
                 self._warm_up()
@@ -331,6 +354,7 @@ class KnowledgeBase:
                 ef_search=s.rag_hnsw_ef_search,
                 exact_max_chunks=s.rag_exact_search_max_chunks,
                 rows_max_chunks=s.rag_rows_in_memory_max_chunks,
+                vector_copy=self._vector_copy,
             )
         with timer("recovery", t):
             store.recover()
@@ -1271,8 +1295,10 @@ class KnowledgeBase:
             return await asyncio.to_thread(self.store.check, repair)
 
     @_storage_guard
-    async def reindex(self, progress: Progress | None = None) -> int:
-        """Re-embed every stored chunk with the configured model (no re-crawl).
+    async def reindex(self, progress: Progress | None = None, reuse_copy: bool = False) -> int:
+        """Re-embed every stored chunk with the configured model (no re-crawl); with
+        `reuse_copy`, take the vectors the vector copy keeps for this model instead of
+        embedding those chunks (restoring a set-aside index: nothing was asked to change).
 
         Builds a new collection beside the live one and switches to it in one step:
         searches get the old results until the switch and the new ones after, and a
@@ -1282,7 +1308,7 @@ class KnowledgeBase:
             if self._store is None:
                 await asyncio.to_thread(self._open_sync, False)
         async with self._write_lock:
-            count = await asyncio.to_thread(self._reindex_sync, progress)
+            count = await asyncio.to_thread(self._reindex_sync, progress, reuse_copy)
         self.model_mismatch = None
         if self.vectors_set_aside:  # every vector is new: nothing set aside is pending now
             self.vectors_set_aside = []
@@ -1291,7 +1317,7 @@ class KnowledgeBase:
             await asyncio.to_thread(self._warm_up)
         return count
 
-    def _reindex_sync(self, progress: Progress | None) -> int:
+    def _reindex_sync(self, progress: Progress | None, reuse_copy: bool = False) -> int:
         s = self.settings
         store = self.store
         dim = _embedding_dimension(self.embed_model)
@@ -1314,7 +1340,10 @@ class KnowledgeBase:
             exact_max_chunks=s.rag_exact_search_max_chunks,
             rows_max_chunks=s.rag_rows_in_memory_max_chunks,
             known=store.known_ids,  # the same chunk ids: a chunk's id is its source and text
+            vector_copy=store.vector_copy,
         )
+        copy = store.vector_copy if reuse_copy else None
+        self.reembedded = 0
         try:
             nodes = list(store.chroma.iter_nodes())
             batch = 64
@@ -1322,9 +1351,16 @@ class KnowledgeBase:
                 if self._closing.is_set():  # the old collection stays; the new one is left over
                     raise StoreUnavailableError("The reindex stopped: the store is closing.")
                 part = nodes[start : start + batch]
-                vectors = self.embed_model.get_text_embedding_batch([embed_text(n) for n in part])
-                for node, vec in zip(part, vectors, strict=True):
-                    node.embedding = vec
+                kept = copy.get(new.copy_key, [n.node_id for n in part], dim) if copy else {}
+                todo = [n for n in part if n.node_id not in kept]
+                if todo:
+                    vectors = self.embed_model.get_text_embedding_batch(
+                        [embed_text(n) for n in todo]
+                    )
+                    kept.update(zip([n.node_id for n in todo], vectors, strict=True))
+                    self.reembedded += len(todo)
+                for node in part:
+                    node.embedding = kept[node.node_id]
                 new.upsert_nodes(part)
                 if progress:
                     progress(min(start + batch, len(nodes)), len(nodes))
@@ -1334,6 +1370,8 @@ class KnowledgeBase:
                     store.reopen_chunks()
             raise
         store.switch_chunks(new, old_name, grace_sec=30.0 if s.chroma_host else 1.0)
+        if store.vector_copy is not None:  # other models' vectors, and chunks gone meanwhile
+            store.vector_copy.keep(new.copy_key, [n.node_id for n in nodes])
         return len(nodes)
 
     async def aclose(self) -> None:
@@ -1348,6 +1386,9 @@ class KnowledgeBase:
                 await asyncio.to_thread(thread.join, 30.0)
             self._background = []
         self._store = None
+        if self._vector_copy is not None:
+            self._vector_copy.close()
+            self._vector_copy = None
         if self._owner_lock is not None:
             self._owner_lock.release()
             self._owner_lock = None

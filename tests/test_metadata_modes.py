@@ -92,7 +92,7 @@ def test_modes_survive_the_store_and_old_chunks_get_them(tmp_path: Path) -> None
     store = ChromaStore.__new__(ChromaStore)
     store.collection = coll
     store.exact, store.rows, store.known = None, None, None  # built without __init__
-    store.gate = None
+    store.gate, store.vector_copy = None, None
     store.upsert_nodes([node, old])
     got = {n.node_id: n for n in store.get_nodes([node.node_id, "old"])}
     assert embed_text(got[node.node_id]) == embed_text(node)

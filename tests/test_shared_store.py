@@ -9,6 +9,7 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,16 @@ def test_kill_9_at_random_moments_loses_nothing_reported_committed(tmp_path: Pat
     assert report["vector_checked"] == report["chunks"] and report["unfindable_by_vector"] == 0
     stats = rag_json(env, "stats")
     assert {p.as_uri() for p in folder.glob("*.md")} <= set(stats["sources"])
+    assert rag(env, "service", "stop").returncode == 0
+    # the vector copy survived every kill readable, and holds every stored chunk's vector
+    import chromadb
+
+    chroma = chromadb.PersistentClient(path=env["CHROMADB_PERSIST_DIR"])
+    stored = set(chroma.get_collection("knowledge").get(include=[])["ids"])
+    with sqlite3.connect(tmp_path / "chroma_db" / "rag-vectors.sqlite3") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        kept = {i for (i,) in db.execute("SELECT id FROM vectors")}
+    assert len(stored) == stats["total_chunks"] and stored <= kept
 
 
 async def test_search_keeps_answering_through_a_reindex(tmp_path: Path) -> None:

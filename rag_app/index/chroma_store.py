@@ -30,6 +30,7 @@ from rag_app.index.chunk_orders import ChunkOrder, ChunkOrders
 from rag_app.index.exact_vectors import ExactVectors, VectorMatches
 from rag_app.index.search_gate import SEARCHES, SearchGate, WriteWaits
 from rag_app.index.stored_rows import Row, StoredRows
+from rag_app.index.vector_copy import VectorCopy, model_key
 from rag_app.parsing.metadata_modes import follows_modes, set_metadata_modes
 
 logger = logging.getLogger(__name__)
@@ -205,8 +206,13 @@ class ChromaStore:
         exact_max_chunks: int = 0,
         rows_max_chunks: int | None = None,
         known: Callable[[Sequence[str]], list[bool]] | None = None,
+        vector_copy: VectorCopy | None = None,
     ) -> None:
         self.client = client
+        self.vector_copy = vector_copy
+        """The durable copy of the vectors (embedded stores, `rag_app.index.vector_copy`):
+        every upsert and delete of chunks updates it."""
+        self.copy_key = model_key(model_name, dimension)
         self.check_model = check_model
         self.ef_search = ef_search
         self.exact_max_chunks = exact_max_chunks
@@ -329,6 +335,8 @@ class ChromaStore:
             metadatas = [stored_text.ascii_metadata(n) for n in batch]
             # a stored id's upsert merges its metadata in Chroma: that row is read again
             new = [not stored for stored in self._caught_up(ids)]
+            if self.vector_copy is not None:  # first: a copy row Chroma lacks is harmless
+                self.vector_copy.put(self.copy_key, ids, embeddings)
             waits.before_slice()
             with self._rows_written(ids):
                 self.collection.upsert(
@@ -352,6 +360,8 @@ class ChromaStore:
                 self.vector_store.delete_nodes(node_ids=part)
                 if self.exact is not None:
                     self.exact.delete(part)
+                if self.vector_copy is not None:
+                    self.vector_copy.delete(self.copy_key, part)
             finally:  # gone, or perhaps gone if the write failed part-way
                 self.forget_rows(part)
 
@@ -650,6 +660,8 @@ class ChromaStore:
                 continue
             if not got["ids"]:
                 continue
+            if self.vector_copy is not None:
+                self.vector_copy.put(self.copy_key, got["ids"], got["embeddings"])
             with self._rows_written(got["ids"]):
                 self.collection.upsert(  # never delete first: a crash must not lose them
                     ids=got["ids"],

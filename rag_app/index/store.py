@@ -46,6 +46,7 @@ from rag_app.index.chroma_store import (
 )
 from rag_app.index.exact_vectors import VectorMatches
 from rag_app.index.search_gate import SEARCHES
+from rag_app.index.vector_copy import VectorCopy
 from rag_app.parsing.content_type import is_numeric_token
 from rag_app.parsing.metadata_modes import context_text
 from rag_app.results import CheckReport
@@ -114,8 +115,10 @@ class KnowledgeStore:
         ef_search: int = HNSW_EF_SEARCH,
         exact_max_chunks: int = 0,
         rows_max_chunks: int | None = None,
+        vector_copy: VectorCopy | None = None,
     ) -> None:
         self.client = client
+        self.vector_copy = vector_copy
         self.ef_search = ef_search
         self.exact_max_chunks = exact_max_chunks
         self.rows_max_chunks = rows_max_chunks
@@ -166,7 +169,7 @@ class KnowledgeStore:
             self.client, self.collection_name, model_name=self.model_name,
             dimension=self.dimension, check_model=check_model, ef_search=self.ef_search,
             exact_max_chunks=self.exact_max_chunks, rows_max_chunks=self.rows_max_chunks,
-            known=self.known_ids,
+            known=self.known_ids, vector_copy=self.vector_copy,
         )  # fmt: skip
 
     def known_ids(self, ids: Sequence[str]) -> list[bool]:
@@ -213,8 +216,8 @@ class KnowledgeStore:
     def heal_vectors(self) -> bool:
         """After the previous owner ended abnormally: re-insert every chunk that Chroma's
         vector index (HNSW) no longer finds by its own stored embedding, as `check
-        --repair` does. Chroma keeps text, metadata and embeddings in SQLite, but a kill
-        at the wrong moment can leave its HNSW without a chunk. Looks up without the lock
+        --repair` does. Chroma keeps text and metadata in SQLite, but a kill at the
+        wrong moment can leave its HNSW without a chunk. Looks up without the lock
         (writes go on), re-inserts under it; stops when closing or after a switch, and on
         an error (logged: the store stays open). Returns whether every chunk was checked."""
         chroma = self.chroma
@@ -241,6 +244,43 @@ class KnowledgeStore:
             checked,
         )
         return True
+
+    def fill_vector_copy(self) -> int:
+        """Bring the durable vector copy in line with Chroma when their counts differ (a
+        store made before the copy, a copy set aside or turned off, a kill between the two
+        writes): copies the vectors of chunks it lacks and forgets chunks Chroma no longer
+        has. Compares ids without the lock, then acts on each page under it, checking
+        Chroma again, so no write can fall in between. Stops when closing or after a
+        switch. Returns how many vectors it added."""
+        copy, chroma = self.vector_copy, self.chroma
+        if copy is None or not copy.usable:
+            return 0
+        key = chroma.copy_key
+        added = dropped = 0
+        try:
+            if copy.count(key) == chroma.count():
+                return 0
+            have, stored = copy.ids(key), chroma.all_ids()
+            missing, extra = sorted(stored - have), sorted(have - stored)
+            for todo, adding in ((missing, True), (extra, False)):
+                for start in range(0, len(todo), HEAL_BATCH):
+                    part = todo[start : start + HEAL_BATCH]
+                    with self._write_lock:
+                        if self.closing.is_set() or self.chroma is not chroma or not copy.usable:
+                            return added
+                        if adding:
+                            got = chroma.existing_embeddings(part)
+                            copy.put(key, list(got), list(got.values()))
+                            added += len(got)
+                        else:
+                            present = set(chroma.collection.get(ids=part, include=[])["ids"])
+                            copy.delete(key, [i for i in part if i not in present])
+                            dropped += len(part) - len(present)
+        except Exception as err:  # e.g. vectors unreadable: the next start tries again
+            logger.warning("Filling the vector copy stopped after %d chunks: %s", added, err)
+        if added or dropped:
+            logger.info("Vector copy: %d vectors copied from Chroma, %d dropped.", added, dropped)
+        return added
 
     def rebuild_bm25(self) -> None:
         logger.warning("Rebuilding the BM25 index from %d Chroma chunks.", self.chroma.count())
@@ -509,6 +549,18 @@ class KnowledgeStore:
             if repair and lost:  # re-insert them into the vector index (same embeddings)
                 self.chroma.reinsert(lost)
                 report.repaired = True
+            copy = self.vector_copy
+            if copy is not None and copy.usable:
+                key = self.chroma.copy_key
+                have = copy.ids(key)
+                absent = sorted(chroma_ids - have)
+                report.missing_in_vector_copy = len(absent)
+                if repair and (absent or have - chroma_ids):
+                    copy.delete(key, have - chroma_ids)
+                    for start in range(0, len(absent), HEAL_BATCH):
+                        got = self.chroma.existing_embeddings(absent[start : start + HEAL_BATCH])
+                        copy.put(key, list(got), list(got.values()))
+                    report.repaired = True
             if repair and not report.ok:
                 if extra:
                     self.bm25.delete_ids(extra)

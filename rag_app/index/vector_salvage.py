@@ -5,8 +5,9 @@ writes in its log; the chunk text and metadata live in SQLite. When the HNSW fil
 damaged (a crash at the wrong moment, a bad disk, a hand edit), every operation on
 that collection fails — stats, BM25 search and deletes included. Setting the damaged
 folder aside lets Chroma open the collection again from SQLite: text, metadata and BM25
-are intact, only the vectors are gone, and `KnowledgeBase.reindex` re-embeds them from
-the stored text. The folder is moved, never deleted, so nothing is lost for good.
+are intact, only the vectors are gone, and `KnowledgeBase.reindex` takes them back from
+the vector copy (`rag_app.index.vector_copy`), embedding again from the stored text only
+those it lacks. The folder is moved, never deleted, so nothing is lost for good.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def salvage(persist_dir: str | Path) -> tuple[ClientAPI, list[str]]:
         moved = set_aside(persist_dir, names)
         logger.error(
             "The vector index of %s could not be loaded; set aside in %s. Text, metadata "
-            "and BM25 are intact; the vectors are embedded again from the stored text.",
+            "and BM25 are intact; the vectors are restored from the vector copy (those it "
+            "lacks embedded again from the stored text).",
             ", ".join(names),
             ", ".join(str(p) for p in moved) or "(nothing to move)",
         )

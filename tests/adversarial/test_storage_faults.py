@@ -135,11 +135,17 @@ def _persist_hnsw_then_drop_the_filler(chroma_dir: Path) -> Path:
     return folder
 
 
-def test_a_damaged_vector_index_is_set_aside_and_embedded_again(tmp_path: Path) -> None:
+def _vector_hits(env: dict[str, str], query: str) -> list[tuple[str, str, float]]:
+    found = rag_json(env, "search", query, "--mode", "vector")
+    return [(h["node_id"], h["source_url"], round(h["vector_distance"], 6)) for h in found["hits"]]
+
+
+def test_a_damaged_vector_index_is_set_aside_and_restored_from_the_copy(tmp_path: Path) -> None:
     env = store_env(tmp_path)
     notes = write_notes(tmp_path / "notes", "xi", 4)
     assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
     before = rag_json(env, "stats")
+    asked = _vector_hits(env, "xi2の説明 その1")
     assert rag(env, "service", "stop").returncode == 0
     folder = _persist_hnsw_then_drop_the_filler(tmp_path / "chroma_db")
     (folder / "header.bin").write_bytes(b"\x00garbage" * 12)  # Chroma cannot load it now
@@ -154,8 +160,7 @@ def test_a_damaged_vector_index_is_set_aside_and_embedded_again(tmp_path: Path) 
     report = rag_json(env, "check")  # waits for the re-embedding (it holds the write lock)
     assert report["ok"] and report["chunks"] == before["total_chunks"], report
     assert report["vector_checked"] == report["chunks"] and report["unfindable_by_vector"] == 0
-    found = rag_json(env, "search", "xi2の説明 その1", "--mode", "vector")
-    assert notes[2].as_uri() in {h["source_url"] for h in found["hits"]}
+    assert _vector_hits(env, "xi2の説明 その1") == asked  # the very same vectors
     aside_root = tmp_path / "chroma_db" / "damaged-vector-index"
     assert not (aside_root / "reembed-pending.json").exists()  # done: nothing pending
     assert rag(env, "service", "stop").returncode == 0
@@ -165,6 +170,12 @@ def test_a_damaged_vector_index_is_set_aside_and_embedded_again(tmp_path: Path) 
             "SELECT name FROM collections WHERE name LIKE 'knowledge\\_\\_%' ESCAPE '\\'"
         ).fetchone()
     (aside_root / "reembed-pending.json").write_text(json.dumps([current]), encoding="utf-8")
+    with sqlite3.connect(tmp_path / "chroma_db" / "rag-vectors.sqlite3") as db:
+        ids = [i for (i,) in db.execute("SELECT id FROM vectors ORDER BY id LIMIT 2")]
+        db.executemany("DELETE FROM vectors WHERE id = ?", [(i,) for i in ids])
+        assert (
+            db.execute("SELECT count(*) FROM vectors").fetchone()[0] == before["total_chunks"] - 2
+        )
     again = rag_json(env, "check")
     assert again["unfindable_by_vector"] == 0 and again["chunks"] == before["total_chunks"]
     assert not (aside_root / "reembed-pending.json").exists()
@@ -172,7 +183,11 @@ def test_a_damaged_vector_index_is_set_aside_and_embedded_again(tmp_path: Path) 
     # line follows the model's warm-up, a moment later
     log_file = tmp_path / "chroma_db" / ".rag-service.log"
     deadline = time.monotonic() + 30
-    while log_file.read_text().count("Re-embedded") < 2 and time.monotonic() < deadline:
+    while log_file.read_text().count("Restored the vectors") < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     log = log_file.read_text()
-    assert "set aside" in log and log.count("Re-embedded") == 2, log[-2000:]
+    total = before["total_chunks"]
+    assert "set aside" in log and log.count("Restored the vectors") == 2, log[-2000:]
+    assert f"{total} from the vector copy, 0 embedded again" in log, log[-2000:]
+    assert f"{total - 2} from the vector copy, 2 embedded again" in log, log[-2000:]
+    assert _vector_hits(env, "xi2の説明 その1") == asked

@@ -1,0 +1,163 @@
+"""Restoring a damaged vector index from the vector copy, against embedding it again.
+
+Not a test. Works on a copy of a store (`bench/shared_store.py`'s or `bench/cold_start.py
+--build N --keep DIR`'s builder, or any real one), through the real `KnowledgeBase`:
+
+1. open it: a store made before the vector copy gets one, filled from Chroma in the
+   background (timed; its size on disk);
+2. what the copy adds to a write: 64 vectors kept in the copy against the same 64 chunks
+   upserted into Chroma (medians);
+3. damage the HNSW files, open again: the index is set aside and every vector restored
+   from the copy (timed to the end, with how many were embedded again), then 20 stored
+   vectors searched before and after: the same top 10;
+4. the builtin model's rate on a sample of the stored texts, which is what embedding every
+   chunk again would run at; `--full` embeds them all (a small store only: hours at 100k).
+
+    python bench/vector_restore.py --store DIR [--sample 512] [--full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from chromadb.api.shared_system_client import SharedSystemClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rag_app.config import load_settings
+from rag_app.index.vector_copy import FILE, VectorCopy, model_key
+from rag_app.knowledge import KnowledgeBase, embed_text
+
+
+def _hnsw_folder(chroma: Path, collection: str) -> Path:
+    with sqlite3.connect(chroma / "chroma.sqlite3") as db:
+        (segment,) = db.execute(
+            "SELECT s.id FROM segments s JOIN collections c ON s.collection = c.id "
+            "WHERE c.name = ? AND s.scope = 'VECTOR'",
+            (collection,),
+        ).fetchone()
+    return chroma / segment
+
+
+async def _opened(settings: object) -> KnowledgeBase:
+    kb = KnowledgeBase(settings)  # type: ignore[arg-type]
+    await kb.open()
+    return kb
+
+
+def _top10(kb: KnowledgeBase, probes: dict[str, list[float]]) -> dict[str, list[str]]:
+    return {i: [h for h, _ in kb.store.query_ids(v, 10)] for i, v in probes.items()}
+
+
+async def run(folder: Path, sample: int, full: bool) -> None:
+    settings = load_settings(
+        chromadb_persist_dir=str(folder / "chroma"), bm25_persist_dir=str(folder / "bm25")
+    )
+    t0 = time.perf_counter()
+    kb = await _opened(settings)
+    opened = time.perf_counter() - t0
+    for thread in kb._background:
+        thread.join()
+    filled = time.perf_counter() - t0
+    chunks = kb.store.count()
+    print(f"{chunks:,} chunks; open {opened:.2f} s, vector copy complete after {filled:.1f} s")
+
+    # 2. a write's cost: the copy's part against Chroma's, same 64 chunks
+    chroma = kb.store.chroma
+    ids = sorted(chroma.all_ids())[:64]
+    got = chroma.collection.get(ids=ids, include=["embeddings", "documents", "metadatas"])
+    copy = VectorCopy(folder / "chroma" / FILE)
+    key = model_key(settings.embedding_model_name, chroma.dimension)
+    copy_ms, chroma_ms = [], []
+    for _ in range(20):
+        t = time.perf_counter()
+        copy.put(key, got["ids"], got["embeddings"])
+        copy_ms.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        chroma.collection.upsert(
+            ids=got["ids"],
+            embeddings=got["embeddings"],
+            documents=got["documents"],
+            metadatas=got["metadatas"],
+        )
+        chroma_ms.append((time.perf_counter() - t) * 1000)
+    copy.close()
+    c, h = statistics.median(copy_ms), statistics.median(chroma_ms)
+    print(f"  64 vectors: copy {c:.2f} ms, Chroma upsert {h:.2f} ms (copy ÷ Chroma {c / h:.3f})")
+
+    rng = np.random.default_rng(7)
+    probe_ids = [str(i) for i in rng.choice(sorted(chroma.all_ids()), size=20, replace=False)]
+    probes = {i: list(v) for i, v in chroma.existing_embeddings(probe_ids).items()}
+    before = _top10(kb, probes)
+    texts = [embed_text(n) for n in chroma.get_nodes(probe_ids[:1])]
+    sample_nodes = list(chroma.get_nodes(sorted(chroma.all_ids())[:sample]))
+    collection = chroma.collection.name
+    await kb.aclose()
+    SharedSystemClient.clear_system_cache()  # a new process's view: nothing loaded
+    size = (folder / "chroma" / FILE).stat().st_size
+    print(f"  copy on disk: {size / 2**20:.1f} MB ({size / max(chunks, 1):.0f} bytes per chunk)")
+
+    # 3. damage, open, restore
+    folder_hnsw = _hnsw_folder(folder / "chroma", collection)
+    (folder_hnsw / "header.bin").write_bytes(b"\x00garbage" * 12)
+    t0 = time.perf_counter()
+    kb = await _opened(settings)
+    serving = time.perf_counter() - t0
+    if kb._reembedding is None:
+        raise SystemExit("the damaged index was not set aside")
+    await kb._reembedding
+    restored = time.perf_counter() - t0
+    after = _top10(kb, probes)
+    same = sum(before[i] == after[i] for i in probes)
+    overlap = statistics.mean(len(set(before[i]) & set(after[i])) / 10 for i in probes)
+    print(
+        f"restore: serving (BM25) after {serving:.2f} s, every vector back after "
+        f"{restored:.1f} s; embedded again: {kb.reembedded}; same top 10 for "
+        f"{same} of {len(probes)} probes (overlap {overlap:.3f}; a rebuilt HNSW graph "
+        "is another approximation)"
+    )
+
+    # 4. what embedding them again runs at
+    model = kb.embed_model
+    model.get_text_embedding_batch(texts)  # loaded
+    t = time.perf_counter()
+    model.get_text_embedding_batch([embed_text(n) for n in sample_nodes])
+    rate = len(sample_nodes) / (time.perf_counter() - t)
+    print(
+        f"builtin model on {len(sample_nodes)} stored texts: {rate:.1f} chunks/s; "
+        f"restore from the copy {chunks / restored:.0f} chunks/s "
+        f"({chunks / restored / rate:.0f}× the model's rate)"
+    )
+    if full:
+        t = time.perf_counter()
+        await kb.reindex()
+        print(f"embedding every chunk again (`rag reindex`): {time.perf_counter() - t:.1f} s")
+    await kb.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", type=Path, required=True, help="a store folder (chroma/, bm25/)")
+    parser.add_argument("--sample", type=int, default=512, help="stored texts to time the model on")
+    parser.add_argument("--full", action="store_true", help="also embed every chunk again")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="vector-restore-") as tmp:
+        folder = Path(tmp)
+        t = time.perf_counter()
+        for part in ("chroma", "bm25"):
+            shutil.copytree(args.store / part, folder / part)
+        print(f"copied the store in {time.perf_counter() - t:.0f} s")
+        asyncio.run(run(folder, args.sample, args.full))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""A durable copy of every chunk vector beside an embedded Chroma store.
+
+Chroma keeps a collection's vectors in its HNSW files and only the writes since their
+last save in its log (purged after each save). A kill at the wrong moment can leave those
+files unloadable; the store then sets them aside and has to embed every chunk again from
+its stored text: over an hour at 100k chunks with the builtin model. This copy (one
+SQLite table, WAL, written with every upsert and delete) lets that salvage take the
+vectors back instead: a chunk id is made from its source and text, so the same id under
+the same model is the same vector.
+
+The copy is an aid, never a cause of failure: an unreadable file is set aside and begun
+again, a write that fails turns the copy off for this process (logged), and whatever it
+misses is filled from Chroma at the next open (`KnowledgeStore.fill_vector_copy`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+FILE = "rag-vectors.sqlite3"
+_FORMAT = 1  # PRAGMA user_version of this layout
+_IN = 500  # ids per `IN (...)` query: SQLite's default limit is 32,766 variables
+
+_SCHEMA = (  # a rowid table on 8 KiB pages: 1.7 KB per 384-dim vector, against 4.7 KB
+    # WITHOUT ROWID on 4 KiB pages (rows this long overflow its pages), and 3.5× faster writes
+    "PRAGMA page_size=8192",  # takes effect only in a new file
+    "CREATE TABLE IF NOT EXISTS models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
+    "CREATE TABLE IF NOT EXISTS vectors (model INTEGER NOT NULL, id TEXT NOT NULL, "
+    "vector BLOB NOT NULL, UNIQUE (model, id))",
+)
+
+
+def model_key(model_name: str, dimension: int) -> str:
+    """The copy's name for one model's vectors (a model change is a reindex)."""
+    return f"{model_name}\x00{dimension}"
+
+
+class VectorCopy:
+    """Vectors by (model, chunk id), float32, in `<persist_dir>/rag-vectors.sqlite3`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._models: dict[str, int] = {}
+        try:
+            self._db = self._connect()
+        except sqlite3.DatabaseError as err:  # not a database, or damaged: begin again
+            aside = self.path.with_name(
+                f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"
+            )
+            logger.warning(
+                "The vector copy %s could not be read (%s); set aside as %s and begun "
+                "again from Chroma.",
+                self.path,
+                err,
+                aside.name,
+            )
+            for suffix in ("", "-wal", "-shm"):
+                part = Path(f"{self.path}{suffix}")
+                if part.exists():
+                    part.replace(f"{aside}{suffix}")
+            self._db = self._connect()
+
+    @classmethod
+    def for_store(cls, persist_dir: str | Path) -> VectorCopy | None:
+        """The copy of an embedded store (None, logged, when it cannot be made at all)."""
+        try:
+            return cls(Path(persist_dir) / FILE)
+        except (OSError, sqlite3.Error) as err:
+            logger.warning("No vector copy for %s: %s", persist_dir, err)
+            return None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            db.execute(_SCHEMA[0])
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a process kill
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                for statement in _SCHEMA[1:]:
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {_FORMAT}")
+            elif version != _FORMAT:
+                raise sqlite3.DatabaseError(f"unknown format {version}")
+            db.execute("SELECT model, id, vector FROM vectors LIMIT 1").fetchall()
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @property
+    def usable(self) -> bool:
+        return self._db is not None
+
+    def _run(self, what: str, work: Any) -> Any:
+        """Run `work(db)` under the lock; on a database error turn the copy off (logged)."""
+        with self._lock:
+            db = self._db
+            if db is None:
+                return None
+            try:
+                return work(db)
+            except sqlite3.Error as err:
+                logger.warning(
+                    "The vector copy is off for this process (%s failed: %s); the next "
+                    "start fills it in from Chroma.",
+                    what,
+                    err,
+                )
+                self._db = None
+                db.close()
+                return None
+
+    def _model(self, db: sqlite3.Connection, name: str, create: bool = False) -> int | None:
+        """The number `name` is stored under (None when it has no vectors and not `create`)."""
+        if name not in self._models:
+            if create:
+                db.execute("INSERT OR IGNORE INTO models (name) VALUES (?)", (name,))
+            row = db.execute("SELECT id FROM models WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return None
+            self._models[name] = int(row[0])
+        return self._models[name]
+
+    def put(self, model: str, ids: Sequence[str], vectors: Sequence[Any]) -> None:
+        """Keep `vectors` under `ids` (replacing what was there)."""
+        if not ids:
+            return
+        blobs = [np.asarray(v, dtype="<f4").tobytes() for v in vectors]
+
+        def write(db: sqlite3.Connection) -> None:
+            with db:
+                db.execute("BEGIN")
+                number = self._model(db, model, create=True)
+                db.executemany(
+                    "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                    [(number, i, b) for i, b in zip(ids, blobs, strict=True)],
+                )
+
+        self._run("a write", write)
+
+    def delete(self, model: str, ids: Iterable[str]) -> None:
+        ids = list(ids)
+        if not ids:
+            return
+
+        def write(db: sqlite3.Connection) -> None:
+            number = self._model(db, model)
+            if number is None:
+                return
+            with db:
+                db.execute("BEGIN")
+                db.executemany(
+                    "DELETE FROM vectors WHERE model = ? AND id = ?", [(number, i) for i in ids]
+                )
+
+        self._run("a delete", write)
+
+    def get(self, model: str, ids: Sequence[str], dimension: int) -> dict[str, list[float]]:
+        """The kept vectors of those `ids` that have one of `dimension` finite numbers."""
+        found: dict[str, list[float]] = {}
+
+        def read(db: sqlite3.Connection) -> None:
+            number = self._model(db, model)
+            if number is None:
+                return
+            for start in range(0, len(ids), _IN):
+                part = list(ids[start : start + _IN])
+                marks = ",".join("?" * len(part))
+                for i, blob in db.execute(
+                    f"SELECT id, vector FROM vectors WHERE model = ? AND id IN ({marks})",
+                    [number, *part],
+                ):
+                    if isinstance(blob, bytes) and len(blob) == 4 * dimension:
+                        vec = np.frombuffer(blob, dtype="<f4")
+                        if np.isfinite(vec).all():
+                            found[i] = vec.tolist()
+
+        self._run("a read", read)
+        return found
+
+    def ids(self, model: str) -> set[str]:
+        def read(db: sqlite3.Connection) -> set[str]:
+            number = self._model(db, model)
+            if number is None:
+                return set()
+            return {i for (i,) in db.execute("SELECT id FROM vectors WHERE model = ?", (number,))}
+
+        return self._run("a read", read) or set()
+
+    def count(self, model: str) -> int:
+        def read(db: sqlite3.Connection) -> int:
+            number = self._model(db, model)
+            if number is None:
+                return 0
+            sql = "SELECT count(*) FROM vectors WHERE model = ?"
+            return int(db.execute(sql, (number,)).fetchone()[0])
+
+        return self._run("a count", read) or 0
+
+    def keep(self, model: str, ids: Iterable[str]) -> None:
+        """Keep only `model`'s vectors of `ids` (after a reindex: the store's whole set)."""
+        rows = [(i,) for i in ids]
+
+        def write(db: sqlite3.Connection) -> None:
+            with db:
+                db.execute("BEGIN")
+                number = self._model(db, model, create=True)
+                db.execute("CREATE TEMP TABLE IF NOT EXISTS kept (id TEXT PRIMARY KEY)")
+                db.execute("DELETE FROM kept")
+                db.executemany("INSERT OR IGNORE INTO kept VALUES (?)", rows)
+                db.execute("DELETE FROM vectors WHERE model != ?", (number,))
+                db.execute(
+                    "DELETE FROM vectors WHERE model = ? AND id NOT IN (SELECT id FROM kept)",
+                    (number,),
+                )
+                db.execute("DELETE FROM models WHERE id != ?", (number,))
+                db.execute("DELETE FROM kept")
+            self._models = {model: number} if number is not None else {}
+
+        self._run("a cleanup", write)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None

@@ -1,0 +1,190 @@
+"""The durable vector copy: kept in step with Chroma, filled for older stores, and the
+source of a damaged index's vectors (the salvage itself runs in real processes in
+`tests/adversarial/test_storage_faults.py`)."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_app.config import RAGSettings
+from rag_app.index.vector_copy import FILE, VectorCopy, model_key
+from rag_app.knowledge import KnowledgeBase
+from tests.conftest import CountingEmbedding
+
+KEY = model_key("m", 4)
+
+
+def test_vectors_come_back_bit_for_bit(tmp_path: Path) -> None:
+    copy = VectorCopy(tmp_path / FILE)
+    vectors = np.random.default_rng(1).normal(size=(3, 4)).astype(np.float32)
+    copy.put(KEY, ["a", "b", "c"], vectors)
+    got = copy.get(KEY, ["a", "c", "zz"], 4)
+    assert set(got) == {"a", "c"}
+    assert np.array_equal(np.asarray(got["c"], dtype=np.float32), vectors[2])
+    assert copy.get(model_key("m", 8), ["a"], 8) == {}  # another model's vectors are not ours
+    copy.delete(KEY, ["a"])
+    assert copy.ids(KEY) == {"b", "c"} and copy.count(KEY) == 2
+
+
+def test_a_wrong_length_or_non_finite_vector_is_not_returned(tmp_path: Path) -> None:
+    copy = VectorCopy(tmp_path / FILE)
+    copy.put(KEY, ["ok", "nan"], [[1.0, 0, 0, 0], [float("nan"), 0, 0, 0]])
+    with sqlite3.connect(tmp_path / FILE) as db:
+        (model,) = db.execute("SELECT id FROM models WHERE name = ?", (KEY,)).fetchone()
+        db.execute("INSERT INTO vectors VALUES (?, 'short', ?)", (model, b"\x00" * 12))
+        db.execute("INSERT INTO vectors VALUES (?, 'text', 'not bytes')", (model,))
+    assert set(copy.get(KEY, ["ok", "nan", "short", "text"], 4)) == {"ok"}
+
+
+def test_keep_forgets_other_models_and_chunks_gone(tmp_path: Path) -> None:
+    copy = VectorCopy(tmp_path / FILE)
+    other = model_key("old", 4)
+    copy.put(other, ["a", "b"], [[1.0, 0, 0, 0]] * 2)
+    copy.put(KEY, ["a", "b", "c"], [[0, 1.0, 0, 0]] * 3)
+    copy.keep(KEY, ["a", "c"])
+    assert copy.count(other) == 0 and copy.ids(KEY) == {"a", "c"}
+
+
+def test_an_unreadable_file_is_set_aside_and_begun_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / FILE).write_bytes(b"this is no database\x00" * 400)
+    with caplog.at_level(logging.WARNING):
+        copy = VectorCopy(tmp_path / FILE)
+    copy.put(KEY, ["a"], [[1.0, 0, 0, 0]])
+    assert copy.count(KEY) == 1
+    aside = list(tmp_path.glob(f"{FILE}.damaged-*"))
+    assert len(aside) == 1 and aside[0].read_bytes().startswith(b"this is no database")
+    assert "set aside" in caplog.text
+
+
+def test_a_failing_write_turns_the_copy_off_without_failing_the_caller(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    copy = VectorCopy(tmp_path / FILE)
+    copy.put(KEY, ["a"], [[1.0, 0, 0, 0]])
+    copy._db = sqlite3.connect(  # a database that refuses writes, as a full disk would
+        f"file:{tmp_path / FILE}?mode=ro", uri=True, check_same_thread=False
+    )
+    with caplog.at_level(logging.WARNING):
+        copy.put(KEY, ["b"], [[0, 1.0, 0, 0]])  # no exception
+    assert not copy.usable and "vector copy is off" in caplog.text
+    assert copy.get(KEY, ["a"], 4) == {} and copy.count(KEY) == 0  # off: asks nothing
+    assert VectorCopy(tmp_path / FILE).ids(KEY) == {"a"}  # what it held is still there
+
+
+def _notes(root: Path, count: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (root / f"n{i}.md").write_text(
+            f"# Note {i}\n\nvcword{i} is written here, with more words about topic {i}.\n",
+            encoding="utf-8",
+        )
+    return root
+
+
+def _copy_rows(settings: RAGSettings) -> dict[str, bytes]:
+    with sqlite3.connect(Path(settings.chromadb_persist_dir) / FILE) as db:
+        return dict(db.execute("SELECT id, vector FROM vectors"))
+
+
+async def test_every_write_and_delete_reaches_the_copy(kb: KnowledgeBase, tmp_path: Path) -> None:
+    notes = _notes(tmp_path / "notes", 5)
+    await kb.index_dir(notes)
+    chroma = kb.store.chroma.collection.get(include=["embeddings"])
+    rows = _copy_rows(kb.settings)
+    assert set(rows) == set(chroma["ids"])
+    for i, vec in zip(chroma["ids"], chroma["embeddings"], strict=True):  # Chroma keeps
+        kept = np.frombuffer(rows[i], dtype="<f4")  # them unit length: the copy as given
+        assert np.allclose(kept / np.linalg.norm(kept), vec, rtol=0, atol=1e-6)
+    gone = set(kb.store.chroma.ids_for_source((notes / "n1.md").as_uri()))
+    await kb.delete_source(str(notes / "n1.md"))
+    left = set(_copy_rows(kb.settings))
+    assert gone and not gone & left and left == set(kb.store.chroma.all_ids())
+
+
+async def test_a_store_without_a_copy_gets_one_at_open(
+    settings: RAGSettings, counting_embed: CountingEmbedding, tmp_path: Path
+) -> None:
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    await kb.index_dir(_notes(tmp_path / "notes", 6))
+    ids = kb.store.chroma.all_ids()
+    await kb.aclose()
+    (Path(settings.chromadb_persist_dir) / FILE).unlink()  # a store from before the copy
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    try:
+        deadline = time.monotonic() + 30
+        while len(_copy_rows(settings)) < len(ids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(_copy_rows(settings)) == ids
+    finally:
+        await kb.aclose()
+
+
+async def test_an_open_drops_vectors_of_chunks_chroma_no_longer_has(
+    settings: RAGSettings, counting_embed: CountingEmbedding, tmp_path: Path
+) -> None:
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    await kb.index_dir(_notes(tmp_path / "notes", 3))
+    ids, key = kb.store.chroma.all_ids(), kb.store.chroma.copy_key
+    await kb.aclose()
+    copy = VectorCopy(Path(settings.chromadb_persist_dir) / FILE)
+    copy.put(key, ["gone-1", "gone-2"], [[0.5] * 384] * 2)  # as a kill between the writes
+    copy.close()
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    try:
+        deadline = time.monotonic() + 30
+        while set(_copy_rows(settings)) != ids and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(_copy_rows(settings)) == ids
+    finally:
+        await kb.aclose()
+
+
+async def test_a_reindex_embeds_anew_unless_restoring(
+    kb: KnowledgeBase, counting_embed: CountingEmbedding, tmp_path: Path
+) -> None:
+    await kb.index_dir(_notes(tmp_path / "notes", 4))
+    chunks = kb.store.count()
+    before = counting_embed.texts
+    assert await kb.reindex() == chunks
+    assert counting_embed.texts - before == chunks and kb.reembedded == chunks
+    before = counting_embed.texts
+    assert await kb.reindex(reuse_copy=True) == chunks
+    assert counting_embed.texts == before and kb.reembedded == 0
+    assert set(_copy_rows(kb.settings)) == kb.store.chroma.all_ids()
+    hits = (await kb.retrieve("vcword2 is written here", mode="vector")).hits
+    assert hits and "vcword2" in hits[0].text
+
+
+def test_a_file_of_another_layout_is_set_aside(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / FILE) as db:
+        db.execute("CREATE TABLE vectors (model TEXT, id TEXT, vector BLOB)")
+        db.execute("PRAGMA user_version = 7")
+    copy = VectorCopy(tmp_path / FILE)
+    copy.put(KEY, ["a"], [[1.0, 0, 0, 0]])
+    assert copy.ids(KEY) == {"a"} and len(list(tmp_path.glob(f"{FILE}.damaged-*"))) == 1
+
+
+async def test_check_counts_what_the_copy_lacks_and_repair_fills_it(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    await kb.index_dir(_notes(tmp_path / "notes", 3))
+    assert (await kb.check()).missing_in_vector_copy == 0
+    with sqlite3.connect(Path(kb.settings.chromadb_persist_dir) / FILE) as db:
+        db.execute("DELETE FROM vectors WHERE id IN (SELECT id FROM vectors LIMIT 2)")
+    report = await kb.check()
+    assert report.missing_in_vector_copy == 2 and report.ok  # searches never use the copy
+    assert (await kb.check(repair=True)).repaired
+    assert (await kb.check()).missing_in_vector_copy == 0
+    assert set(_copy_rows(kb.settings)) == kb.store.chroma.all_ids()
