@@ -358,6 +358,8 @@ async def _cmd_check(kb: KnowledgeBase, args: argparse.Namespace) -> int:
             + (
                 f" missing_in_vector_copy={report.missing_in_vector_copy}"
                 if report.missing_in_vector_copy is not None
+                else " vector_copy=off"
+                if report.vector_copy == "off"
                 else ""
             )
         )

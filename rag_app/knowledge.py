@@ -54,7 +54,7 @@ from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, Search
 from rag_app.index.search_gate import SEARCHES
 from rag_app.index.store import EXACT_COPY_INLINE, KnowledgeStore, Neighbourhood, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
-from rag_app.index.vector_copy import VectorCopy
+from rag_app.index.vector_copy import VectorCopy, model_key
 from rag_app.index.vector_salvage import (
     is_damaged_vector_index,
     mark_pending,
@@ -1330,6 +1330,12 @@ class KnowledgeBase:
         for c in store.client.list_collections():
             if c.name != old_name and c.name.startswith(leftovers):
                 store.client.delete_collection(c.name)
+        # the vector copy's rows of the new collection are staged under their own name
+        # until the switch: the live ones stay those of the live collection meanwhile
+        live_key = model_key(s.embedding_model_name, dim)
+        staged = f"{live_key}\x00staged"
+        if store.vector_copy is not None:
+            store.vector_copy.drop(staged)  # of an interrupted reindex
         new = ChromaStore(
             store.client,
             name,
@@ -1341,6 +1347,7 @@ class KnowledgeBase:
             rows_max_chunks=s.rag_rows_in_memory_max_chunks,
             known=store.known_ids,  # the same chunk ids: a chunk's id is its source and text
             vector_copy=store.vector_copy,
+            copy_key=staged,
         )
         copy = store.vector_copy if reuse_copy else None
         self.reembedded = 0
@@ -1351,7 +1358,7 @@ class KnowledgeBase:
                 if self._closing.is_set():  # the old collection stays; the new one is left over
                     raise StoreUnavailableError("The reindex stopped: the store is closing.")
                 part = nodes[start : start + batch]
-                kept = copy.get(new.copy_key, [n.node_id for n in part], dim) if copy else {}
+                kept = copy.get(live_key, [n.node_id for n in part], dim) if copy else {}
                 todo = [n for n in part if n.node_id not in kept]
                 if todo:
                     vectors = self.embed_model.get_text_embedding_batch(
@@ -1370,8 +1377,10 @@ class KnowledgeBase:
                     store.reopen_chunks()
             raise
         store.switch_chunks(new, old_name, grace_sec=30.0 if s.chroma_host else 1.0)
+        new.copy_key = live_key  # writes wait until the reindex returns
         if store.vector_copy is not None:  # other models' vectors, and chunks gone meanwhile
-            store.vector_copy.keep(new.copy_key, [n.node_id for n in nodes])
+            store.vector_copy.promote(staged, live_key)
+            store.vector_copy.keep(live_key, [n.node_id for n in nodes])
         return len(nodes)
 
     async def aclose(self) -> None:

@@ -364,9 +364,10 @@ class CheckReport:
     repaired: bool = False
     vector_checked: int = 0
     unfindable_by_vector: int = 0  # chunks their own embedding does not find (top 10, then 200)
+    vector_copy: str | None = None  # "on", "off" (a failed write: until the next start), None
     missing_in_vector_copy: int | None = None
     """Chunks whose vector the durable copy lacks (None: no copy, as with a Chroma
-    server). Not part of `ok`: searches do not use it, and an open fills it."""
+    server, or off). Not part of `ok`: searches do not use it, and an open fills it."""
 
     @property
     def ok(self) -> bool:

@@ -73,3 +73,44 @@ def test_a_collection_on_a_chroma_server_gets_our_settings_when_opened(
     hnsw = (again.configuration or {}).get("hnsw") or {}
     assert hnsw["ef_search"] == HNSW_EF_SEARCH
     assert hnsw["sync_threshold"] == HNSW_SYNC_THRESHOLD
+
+
+def _long_notes(folder: Path, files: int) -> None:
+    """`files` notes of 4 chunks each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    para = (
+        "は段落の本文で、ここには長めの説明が書かれている。チャンクに分かれるだけの長さがある。" * 3
+    )
+    for i in range(files):
+        body = "\n\n".join(f"hs{i}x{k} {para}" for k in range(4))
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\n{body}\n", encoding="utf-8")
+
+
+def test_a_clean_stop_saves_the_vectors_chroma_would_insert_again(tmp_path: Path) -> None:
+    """The store service's stop saves Chroma's HNSW files when 100 or more vectors wait
+    for its next save, and leaves the save interval as it was; the next start then has
+    nothing to insert again and finds them all."""
+    from rag_app.index.hnsw_save import SAVE_AT_STOP_MIN, unsaved_vectors
+    from tests.processes import rag, rag_json, store_env
+
+    env = store_env(tmp_path)
+    chroma = tmp_path / "chroma_db"
+    _long_notes(tmp_path / "few", 5)  # 20 chunks: below the minimum, left to Chroma
+    assert rag(env, "index", str(tmp_path / "few")).returncode == 0
+    assert rag(env, "service", "stop").returncode == 0
+    assert unsaved_vectors(chroma, "knowledge") == 20 < SAVE_AT_STOP_MIN
+    assert not list(chroma.glob("*/index_metadata.pickle"))
+    _long_notes(tmp_path / "many", 30)
+    assert rag(env, "index", str(tmp_path / "many")).returncode == 0
+    assert unsaved_vectors(chroma, "knowledge") == 140
+    assert rag(env, "service", "stop").returncode == 0
+    assert unsaved_vectors(chroma, "knowledge") == 0
+    assert len(list(chroma.glob("*/index_metadata.pickle"))) == 1
+    assert _hnsw_from_another_process(chroma, "knowledge")["sync_threshold"] == HNSW_SYNC_THRESHOLD
+    log = (chroma / ".rag-service.log").read_text(encoding="utf-8")
+    assert "Saved Chroma's vector index at the stop (140 vectors" in log, log[-1500:]
+    report = rag_json(env, "check")
+    assert report["chunks"] == 140 and report["unfindable_by_vector"] == 0, report
+    found = rag_json(env, "search", "hs17x2", "--mode", "vector")
+    assert any(h["source_url"].endswith("/many/n17.md") for h in found["hits"]), found
+    assert rag(env, "service", "stop").returncode == 0

@@ -196,13 +196,17 @@ def test_kill_9_at_random_moments_loses_nothing_reported_committed(tmp_path: Pat
     assert rag(env, "service", "stop").returncode == 0
     # the vector copy survived every kill readable, and holds every stored chunk's vector
     import chromadb
+    import numpy as np
 
     chroma = chromadb.PersistentClient(path=env["CHROMADB_PERSIST_DIR"])
-    stored = set(chroma.get_collection("knowledge").get(include=[])["ids"])
+    got = chroma.get_collection("knowledge").get(include=["embeddings"])
     with sqlite3.connect(tmp_path / "chroma_db" / "rag-vectors.sqlite3") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        kept = {i for (i,) in db.execute("SELECT id FROM vectors")}
-    assert len(stored) == stats["total_chunks"] and stored <= kept
+        kept = dict(db.execute("SELECT id, vector FROM vectors"))
+    assert len(got["ids"]) == stats["total_chunks"] and set(got["ids"]) <= set(kept)
+    for i, vec in zip(got["ids"], got["embeddings"], strict=True):  # Chroma keeps unit length
+        copy = np.frombuffer(kept[i], dtype="<f4")
+        assert np.allclose(copy / np.linalg.norm(copy), vec, rtol=0, atol=1e-6), i
 
 
 async def test_search_keeps_answering_through_a_reindex(tmp_path: Path) -> None:

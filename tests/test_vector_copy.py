@@ -167,13 +167,53 @@ async def test_a_reindex_embeds_anew_unless_restoring(
     assert hits and "vcword2" in hits[0].text
 
 
-def test_a_file_of_another_layout_is_set_aside(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "layout",
+    [
+        ["CREATE TABLE vectors (model TEXT, id TEXT, vector BLOB)", "PRAGMA user_version = 7"],
+        [  # this format's number, but no models table
+            "CREATE TABLE vectors (model INTEGER, id TEXT, vector BLOB, UNIQUE (model, id))",
+            "CREATE TABLE state (key TEXT PRIMARY KEY, value INTEGER)",
+            "PRAGMA user_version = 1",
+        ],
+        [  # vectors without the unique (model, id): duplicates would pile up
+            "CREATE TABLE models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
+            "CREATE TABLE vectors (model INTEGER, id TEXT, vector BLOB)",
+            "CREATE TABLE state (key TEXT PRIMARY KEY, value INTEGER)",
+            "PRAGMA user_version = 1",
+        ],
+    ],
+)
+def test_a_file_of_another_layout_is_set_aside(tmp_path: Path, layout: list[str]) -> None:
     with sqlite3.connect(tmp_path / FILE) as db:
-        db.execute("CREATE TABLE vectors (model TEXT, id TEXT, vector BLOB)")
-        db.execute("PRAGMA user_version = 7")
+        for statement in layout:
+            db.execute(statement)
     copy = VectorCopy(tmp_path / FILE)
     copy.put(KEY, ["a"], [[1.0, 0, 0, 0]])
-    assert copy.ids(KEY) == {"a"} and len(list(tmp_path.glob(f"{FILE}.damaged-*"))) == 1
+    copy.put(KEY, ["a"], [[0, 1.0, 0, 0]])
+    assert copy.usable and copy.ids(KEY) == {"a"} and copy.count(KEY) == 1
+    assert len(list(tmp_path.glob(f"{FILE}.damaged-*"))) == 1
+
+
+def test_a_file_that_cannot_be_opened_now_turns_the_copy_off_and_is_kept(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / FILE).mkdir()  # e.g. no permission, a lock, an I/O error: not the file's fault
+    assert VectorCopy.for_store(tmp_path) is None
+    assert (tmp_path / FILE).is_dir() and not list(tmp_path.glob(f"{FILE}.damaged-*"))
+
+
+def test_a_clean_close_is_recorded_and_an_unclean_one_is_not(tmp_path: Path) -> None:
+    copy = VectorCopy(tmp_path / FILE)
+    assert not copy.was_clean  # a new file: nothing to trust yet
+    copy.put(KEY, ["a"], [[1.0, 0, 0, 0]])
+    copy.close()
+    again = VectorCopy(tmp_path / FILE)
+    assert again.was_clean
+    again.incomplete = True  # e.g. a fill stopped part-way
+    again.close()
+    assert not VectorCopy(tmp_path / FILE).was_clean  # and still open: a kill looks the same
+    assert not VectorCopy(tmp_path / FILE).was_clean
 
 
 async def test_check_counts_what_the_copy_lacks_and_repair_fills_it(
@@ -187,4 +227,113 @@ async def test_check_counts_what_the_copy_lacks_and_repair_fills_it(
     assert report.missing_in_vector_copy == 2 and report.ok  # searches never use the copy
     assert (await kb.check(repair=True)).repaired
     assert (await kb.check()).missing_in_vector_copy == 0
+    assert set(_copy_rows(kb.settings)) == kb.store.chroma.all_ids()
+
+
+async def test_after_an_unclean_close_the_copy_is_compared_id_by_id(
+    settings: RAGSettings, counting_embed: CountingEmbedding, tmp_path: Path
+) -> None:
+    """A stale row and a missing one leave the counts equal: only the full comparison an
+    unclean close asks for finds them."""
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    await kb.index_dir(_notes(tmp_path / "notes", 3))
+    ids, key = kb.store.chroma.all_ids(), kb.store.chroma.copy_key
+    await kb.aclose()
+    with sqlite3.connect(Path(settings.chromadb_persist_dir) / FILE) as db:
+        db.execute("DELETE FROM vectors WHERE id = ?", (sorted(ids)[0],))
+        db.execute("UPDATE state SET value = 0 WHERE key = 'clean'")  # as a kill leaves it
+    copy = VectorCopy(Path(settings.chromadb_persist_dir) / FILE)
+    copy.put(key, ["stale"], [[0.5] * 384])
+    copy._db = None  # gone without a clean close
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    try:
+        deadline = time.monotonic() + 30
+        while set(_copy_rows(settings)) != ids and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(_copy_rows(settings)) == ids
+    finally:
+        await kb.aclose()
+
+
+async def test_a_store_opened_with_another_model_keeps_its_vectors_under_their_own_model(
+    settings: RAGSettings, counting_embed: CountingEmbedding, tmp_path: Path
+) -> None:
+    """A store whose chunks were embedded by another model (opened for `rag reindex`):
+    its vectors are kept under that model, and never restored as the configured one's."""
+    import chromadb
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    await kb.index_dir(_notes(tmp_path / "notes", 3))
+    chunks, configured = kb.store.count(), kb.store.chroma.copy_key
+    await kb.aclose()
+    (Path(settings.chromadb_persist_dir) / FILE).unlink()
+    SharedSystemClient.clear_system_cache()
+    client = chromadb.PersistentClient(path=settings.chromadb_persist_dir)
+    client.get_collection("knowledge").modify(
+        metadata={"embedding_model": "an-older-model", "embedding_dimension": 384}
+    )
+    del client
+    SharedSystemClient.clear_system_cache()
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open(allow_model_mismatch=True)
+    try:
+        older = model_key("an-older-model", 384)
+        assert kb.store.chroma.copy_key == older
+        for thread in kb._background:
+            thread.join(30)
+        copy = VectorCopy(Path(settings.chromadb_persist_dir) / FILE)
+        assert copy.count(older) == chunks and copy.count(configured) == 0
+        copy.close()
+        assert await kb.reindex(reuse_copy=True) == chunks
+        assert kb.reembedded == chunks  # none of the older model's vectors were taken
+    finally:
+        await kb.aclose()
+    names = sqlite3.connect(Path(settings.chromadb_persist_dir) / FILE).execute(
+        "SELECT name FROM models"
+    )
+    assert [n for (n,) in names] == [configured]
+
+
+async def test_a_reindex_stopped_part_way_leaves_the_live_vectors_as_they_were(
+    kb: KnowledgeBase,
+    counting_embed: CountingEmbedding,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await kb.index_dir(_notes(tmp_path / "notes", 70))
+    chunks = kb.store.count()
+    assert chunks > 64  # two batches at least
+    before = _copy_rows(kb.settings)
+    inner = type(counting_embed)._get_text_embeddings
+    embedded = {"n": 0}
+
+    def failing(self: CountingEmbedding, texts: list[str]) -> list[list[float]]:
+        if embedded["n"] >= 64:  # after the first batch of the reindex was written
+            raise RuntimeError("the embedding server went away")
+        embedded["n"] += len(texts)
+        return [[-x for x in v] for v in inner(self, texts)]  # other vectors, same model name
+
+    monkeypatch.setattr(type(counting_embed), "_get_text_embeddings", failing)
+    with pytest.raises(Exception, match="went away"):
+        await kb.reindex()
+    with sqlite3.connect(Path(kb.settings.chromadb_persist_dir) / FILE) as db:
+        live = dict(
+            db.execute(
+                "SELECT v.id, v.vector FROM vectors v JOIN models m ON v.model = m.id "
+                "WHERE m.name = ?",
+                (kb.store.chroma.copy_key,),
+            )
+        )
+        staged = db.execute("SELECT count(*) FROM vectors").fetchone()[0] - len(live)
+    assert live == before and staged == 64  # written, but not as the live vectors
+    monkeypatch.undo()
+    assert await kb.reindex() == chunks
+    names = sqlite3.connect(Path(kb.settings.chromadb_persist_dir) / FILE).execute(
+        "SELECT name FROM models"
+    )
+    assert [n for (n,) in names] == [kb.store.chroma.copy_key]
     assert set(_copy_rows(kb.settings)) == kb.store.chroma.all_ids()

@@ -185,9 +185,10 @@ exact search at 100k near-duplicate-rich chunks (`bench/vector_recall.py`); Chro
 HNSW_EF_SEARCH = 400
 HNSW_SYNC_THRESHOLD = 1000
 """New vectors between two saves of the HNSW files (Chroma's default, set on every open).
-An open inserts the ones since the last save again (1.7 s for 520 at 100k chunks); 100
-made that 0.2 s, but a kill -9 during a write then damaged the index (a full re-embed)
-in 5 of 60 rounds against 0 of 60 (README "Cold start")."""
+An open inserts the ones since the last save again (1.7 s for 520 at 100k chunks; the
+service saves them at a clean stop, `hnsw_save`); 100 made that 0.2 s, but a kill -9
+during a write then damaged the index in 5 of 60 rounds against 0 of 60 (README "Cold
+start")."""
 
 
 class ChromaStore:
@@ -207,12 +208,12 @@ class ChromaStore:
         rows_max_chunks: int | None = None,
         known: Callable[[Sequence[str]], list[bool]] | None = None,
         vector_copy: VectorCopy | None = None,
+        copy_key: str | None = None,
     ) -> None:
         self.client = client
         self.vector_copy = vector_copy
         """The durable copy of the vectors (embedded stores, `rag_app.index.vector_copy`):
-        every upsert and delete of chunks updates it."""
-        self.copy_key = model_key(model_name, dimension)
+        every upsert and delete of chunks updates it, under `copy_key`."""
         self.check_model = check_model
         self.ef_search = ef_search
         self.exact_max_chunks = exact_max_chunks
@@ -238,6 +239,10 @@ class ChromaStore:
             chunk_collection or (str(active) if active else collection_name)
         )
         self.vector_store = ChromaVectorStore(chroma_collection=self.collection)
+        recorded = self.collection.metadata or {}
+        self.copy_key = copy_key or model_key(  # the model its vectors were made with
+            str(recorded.get(MODEL_KEY, model_name)), int(recorded.get(DIM_KEY, dimension))
+        )
         if (exact_max_chunks > 0 or self.rows_max_chunks > 0) and self.count() == 0:
             self.exact = ExactVectors(dimension) if exact_max_chunks > 0 else None
             ruled = self.exact is not None or known is not None  # see `_held`

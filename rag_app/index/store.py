@@ -153,7 +153,7 @@ class KnowledgeStore:
                 self.bm25.set_cursor(self._cursor.to_state())
             stale = self._cursor.ts_ms and self._cursor.ts_ms < now_ms() - RETENTION_MS
             if stale or len(self.bm25) != self.chroma.count():
-                report = self.check(repair=True)
+                report = self.check(repair=True, vector_copy=False)  # its own thread
                 if not report.ok:
                     logger.warning(
                         "BM25 and Chroma differed (%d missing, %d extra); repaired from Chroma.",
@@ -246,20 +246,21 @@ class KnowledgeStore:
         return True
 
     def fill_vector_copy(self) -> int:
-        """Bring the durable vector copy in line with Chroma when their counts differ (a
-        store made before the copy, a copy set aside or turned off, a kill between the two
-        writes): copies the vectors of chunks it lacks and forgets chunks Chroma no longer
-        has. Compares ids without the lock, then acts on each page under it, checking
-        Chroma again, so no write can fall in between. Stops when closing or after a
-        switch. Returns how many vectors it added."""
+        """Bring the durable vector copy in line with Chroma: copies the vectors of chunks
+        it lacks (a store made before it, a copy set aside or turned off) and forgets
+        chunks Chroma no longer has (a kill between the two writes). After a clean close
+        equal counts are trusted; otherwise ids are compared in full. Compares without the
+        lock, then acts on each page under it, checking Chroma again, so no write can fall
+        in between. Stops when closing or after a switch. Returns how many it added."""
         copy, chroma = self.vector_copy, self.chroma
         if copy is None or not copy.usable:
             return 0
         key = chroma.copy_key
         added = dropped = 0
         try:
-            if copy.count(key) == chroma.count():
+            if copy.was_clean and copy.count(key) == chroma.count():
                 return 0
+            copy.incomplete = True
             have, stored = copy.ids(key), chroma.all_ids()
             missing, extra = sorted(stored - have), sorted(have - stored)
             for todo, adding in ((missing, True), (extra, False)):
@@ -276,6 +277,7 @@ class KnowledgeStore:
                             present = set(chroma.collection.get(ids=part, include=[])["ids"])
                             copy.delete(key, [i for i in part if i not in present])
                             dropped += len(part) - len(present)
+            copy.incomplete = False
         except Exception as err:  # e.g. vectors unreadable: the next start tries again
             logger.warning("Filling the vector copy stopped after %d chunks: %s", added, err)
         if added or dropped:
@@ -520,8 +522,9 @@ class KnowledgeStore:
             if not ids and self.chroma.get_source(source) is not None:
                 self.chroma.delete_source_record(source)
 
-    def check(self, repair: bool = False) -> CheckReport:
-        """Compare BM25 with Chroma id by id; with `repair`, fix BM25 and orphan records."""
+    def check(self, repair: bool = False, vector_copy: bool = True) -> CheckReport:
+        """Compare BM25 with Chroma id by id; with `repair`, fix BM25 and orphan records
+        (and, with `vector_copy`, what the vector copy lacks)."""
         with self._write_lock:
             chroma_ids = self.chroma.all_ids()
             if fixed := self.chroma.mirror_ids(chroma_ids):
@@ -550,7 +553,9 @@ class KnowledgeStore:
                 self.chroma.reinsert(lost)
                 report.repaired = True
             copy = self.vector_copy
-            if copy is not None and copy.usable:
+            if copy is not None:
+                report.vector_copy = "on" if copy.usable else "off"
+            if vector_copy and copy is not None and copy.usable:
                 key = self.chroma.copy_key
                 have = copy.ids(key)
                 absent = sorted(chroma_ids - have)

@@ -2,15 +2,16 @@
 
 Chroma keeps a collection's vectors in its HNSW files and only the writes since their
 last save in its log (purged after each save). A kill at the wrong moment can leave those
-files unloadable; the store then sets them aside and has to embed every chunk again from
-its stored text: over an hour at 100k chunks with the builtin model. This copy (one
-SQLite table, WAL, written with every upsert and delete) lets that salvage take the
-vectors back instead: a chunk id is made from its source and text, so the same id under
-the same model is the same vector.
+files unloadable; the store then sets them aside and would have to embed every chunk
+again from its stored text (at 100k chunks: 48 min at the builtin model's 34.5 chunks/s
+on short texts, hours on real pages). This copy (SQLite, WAL, written with every upsert
+and delete) lets that salvage take the vectors back instead: a chunk id is made from its
+source and text, so the same id under the same model is the same vector.
 
 The copy is an aid, never a cause of failure: an unreadable file is set aside and begun
-again, a write that fails turns the copy off for this process (logged), and whatever it
-misses is filled from Chroma at the next open (`KnowledgeStore.fill_vector_copy`).
+again, a write that fails turns the copy off for this process (logged). It records
+whether its last owner closed it cleanly; when not (a kill, a copy turned off), the next
+open compares it with Chroma id by id (`KnowledgeStore.fill_vector_copy`).
 """
 
 from __future__ import annotations
@@ -34,15 +35,32 @@ _IN = 500  # ids per `IN (...)` query: SQLite's default limit is 32,766 variable
 _SCHEMA = (  # a rowid table on 8 KiB pages: 1.7 KB per 384-dim vector, against 4.7 KB
     # WITHOUT ROWID on 4 KiB pages (rows this long overflow its pages), and 3.5× faster writes
     "PRAGMA page_size=8192",  # takes effect only in a new file
-    "CREATE TABLE IF NOT EXISTS models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
-    "CREATE TABLE IF NOT EXISTS vectors (model INTEGER NOT NULL, id TEXT NOT NULL, "
-    "vector BLOB NOT NULL, UNIQUE (model, id))",
+    "CREATE TABLE models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
+    "CREATE TABLE vectors (model INTEGER NOT NULL, id TEXT NOT NULL, vector BLOB NOT NULL, "
+    "UNIQUE (model, id))",
+    "CREATE TABLE state (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
 )
+_UNIQUE = {"models": ["name"], "vectors": ["model", "id"], "state": ["key"]}
+
+
+class UnknownLayout(sqlite3.DatabaseError):
+    """A database that is not this copy's layout (set aside like a damaged one)."""
 
 
 def model_key(model_name: str, dimension: int) -> str:
     """The copy's name for one model's vectors (a model change is a reindex)."""
     return f"{model_name}\x00{dimension}"
+
+
+def _check_layout(db: sqlite3.Connection) -> None:
+    for table, columns in _UNIQUE.items():
+        unique = [
+            [c[2] for c in db.execute(f"PRAGMA index_info('{name}')")]
+            for _, name, is_unique, *_ in db.execute(f"PRAGMA index_list('{table}')")
+            if is_unique
+        ]
+        if columns not in unique:
+            raise UnknownLayout(f"no unique {table}({', '.join(columns)})")
 
 
 class VectorCopy:
@@ -53,9 +71,15 @@ class VectorCopy:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._models: dict[str, int] = {}
+        self.was_clean = False
+        """The last owner closed the copy with every write made (else compare it in full)."""
+        self.incomplete = False
+        """Set while the copy is known to lack rows (a fill not finished): no clean close."""
         try:
             self._db = self._connect()
-        except sqlite3.DatabaseError as err:  # not a database, or damaged: begin again
+        except sqlite3.OperationalError:  # locked, unreachable, I/O: not the file's fault
+            raise
+        except sqlite3.DatabaseError as err:  # not a database, damaged, another layout
             aside = self.path.with_name(
                 f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"
             )
@@ -74,11 +98,11 @@ class VectorCopy:
 
     @classmethod
     def for_store(cls, persist_dir: str | Path) -> VectorCopy | None:
-        """The copy of an embedded store (None, logged, when it cannot be made at all)."""
+        """The copy of an embedded store (None, logged, when it cannot be opened now)."""
         try:
             return cls(Path(persist_dir) / FILE)
         except (OSError, sqlite3.Error) as err:
-            logger.warning("No vector copy for %s: %s", persist_dir, err)
+            logger.warning("The vector copy is off for this process: %s", err)
             return None
 
     def _connect(self) -> sqlite3.Connection:
@@ -89,12 +113,19 @@ class VectorCopy:
             db.execute("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a process kill
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
-                for statement in _SCHEMA[1:]:
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {_FORMAT}")
+                with db:
+                    db.execute("BEGIN")
+                    for statement in _SCHEMA[1:]:
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version = {_FORMAT}")
             elif version != _FORMAT:
-                raise sqlite3.DatabaseError(f"unknown format {version}")
-            db.execute("SELECT model, id, vector FROM vectors LIMIT 1").fetchall()
+                raise UnknownLayout(f"unknown format {version}")
+            _check_layout(db)
+            row = db.execute("SELECT value FROM state WHERE key = 'clean'").fetchone()
+            self.was_clean = bool(row and row[0] == 1)
+            with db:  # open for writing: unclean until `close` says otherwise
+                db.execute("BEGIN")
+                db.execute("INSERT OR REPLACE INTO state VALUES ('clean', 0)")
         except BaseException:
             db.close()
             raise
@@ -138,7 +169,11 @@ class VectorCopy:
         """Keep `vectors` under `ids` (replacing what was there)."""
         if not ids:
             return
-        blobs = [np.asarray(v, dtype="<f4").tobytes() for v in vectors]
+        try:
+            blobs = [np.asarray(v, dtype="<f4").reshape(-1).tobytes() for v in vectors]
+        except (TypeError, ValueError) as err:  # Chroma refuses such vectors itself
+            logger.warning("Vectors not kept in the vector copy: %s", err)
+            return
 
         def write(db: sqlite3.Connection) -> None:
             with db:
@@ -232,8 +267,52 @@ class VectorCopy:
 
         self._run("a cleanup", write)
 
+    def promote(self, staged: str, model: str) -> None:
+        """Make the vectors kept under `staged` those of `model`, in one step (a reindex
+        writes under a staged name, so the live rows stay as they are until its switch)."""
+
+        def write(db: sqlite3.Connection) -> None:
+            with db:
+                db.execute("BEGIN")
+                number = self._model(db, staged, create=True)
+                db.execute(
+                    "DELETE FROM vectors WHERE model IN (SELECT id FROM models WHERE name = ?)",
+                    (model,),
+                )
+                db.execute("DELETE FROM models WHERE name = ?", (model,))
+                db.execute("UPDATE models SET name = ? WHERE id = ?", (model, number))
+            self._models = {}
+
+        self._run("a switch", write)
+
+    def drop(self, model: str) -> None:
+        """Forget every vector kept under `model` (a staged name left by a stopped reindex)."""
+
+        def write(db: sqlite3.Connection) -> None:
+            with db:
+                db.execute("BEGIN")
+                db.execute(
+                    "DELETE FROM vectors WHERE model IN (SELECT id FROM models WHERE name = ?)",
+                    (model,),
+                )
+                db.execute("DELETE FROM models WHERE name = ?", (model,))
+            self._models = {}
+
+        self._run("a cleanup", write)
+
     def close(self) -> None:
+        """Close, recording a clean close when every write was made."""
         with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            db, self._db = self._db, None
+            if db is None:
+                return
+            try:
+                if self.incomplete:
+                    return
+                with db:
+                    db.execute("BEGIN")
+                    db.execute("INSERT OR REPLACE INTO state VALUES ('clean', 1)")
+            except sqlite3.Error as err:  # the next open compares in full
+                logger.warning("The vector copy was not closed cleanly: %s", err)
+            finally:
+                db.close()

@@ -122,7 +122,14 @@ class StoreService:
             await runner.cleanup()
             wedged = self.inflight > 0 or self._write_in_progress()
             if self.kb is not None and not wedged:
+                chunks = self._chunk_collection()
                 await self.kb.aclose()
+                if chunks is not None:
+                    from rag_app.index.hnsw_save import save_at_stop
+
+                    await asyncio.to_thread(
+                        save_at_stop, self.settings.chromadb_persist_dir, chunks
+                    )
             if wedged:  # work still runs in a thread: exit holding the lock (the OS drops it)
                 if not self.settings.chroma_host:  # as good as a kill: the next start checks
                     (lock.primary / VECTOR_CHECK_PENDING).touch()
@@ -153,6 +160,13 @@ class StoreService:
             previous.get("pid", "?"),
         )
         return marker
+
+    def _chunk_collection(self) -> str | None:
+        """The open embedded store's chunk collection (None with a Chroma server)."""
+        store = getattr(self.kb, "_store", None) if self.kb is not None else None
+        if store is None or self.settings.chroma_host:
+            return None
+        return str(store.chroma.collection.name)
 
     def _write_in_progress(self) -> bool:
         store = getattr(self.kb, "_store", None) if self.kb is not None else None
