@@ -54,7 +54,7 @@ from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, Search
 from rag_app.index.search_gate import SEARCHES
 from rag_app.index.store import EXACT_COPY_INLINE, KnowledgeStore, Neighbourhood, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
-from rag_app.index.vector_copy import VectorCopy, model_key
+from rag_app.index.vector_copy import VectorCopy, model_key, staged
 from rag_app.index.vector_salvage import (
     is_damaged_vector_index,
     mark_pending,
@@ -219,6 +219,7 @@ class KnowledgeBase:
         self.vectors_set_aside: list[str] = []  # collections whose damaged HNSW was moved
         self._vector_copy: VectorCopy | None = None  # embedded stores: `vector_copy`
         self.reembedded = 0  # chunks the last reindex embedded (the rest came from the copy)
+        self.threads_left: list[str] = []  # background threads still running after `aclose`
         self._reembedding: asyncio.Task[None] | None = None
         self._background: list[threading.Thread] = []  # exact copy loader, vector healer
         self.heal_marker: Path | None = None
@@ -1333,9 +1334,8 @@ class KnowledgeBase:
         # the vector copy's rows of the new collection are staged under their own name
         # until the switch: the live ones stay those of the live collection meanwhile
         live_key = model_key(s.embedding_model_name, dim)
-        staged = f"{live_key}\x00staged"
         if store.vector_copy is not None:
-            store.vector_copy.drop(staged)  # of an interrupted reindex
+            store.vector_copy.drop(staged(live_key))  # of a reindex stopped in this process
         new = ChromaStore(
             store.client,
             name,
@@ -1347,7 +1347,7 @@ class KnowledgeBase:
             rows_max_chunks=s.rag_rows_in_memory_max_chunks,
             known=store.known_ids,  # the same chunk ids: a chunk's id is its source and text
             vector_copy=store.vector_copy,
-            copy_key=staged,
+            copy_key=staged(live_key),
         )
         copy = store.vector_copy if reuse_copy else None
         self.reembedded = 0
@@ -1376,11 +1376,11 @@ class KnowledgeBase:
                 with contextlib.suppress(Exception):
                     store.reopen_chunks()
             raise
-        store.switch_chunks(new, old_name, grace_sec=30.0 if s.chroma_host else 1.0)
-        new.copy_key = live_key  # writes wait until the reindex returns
-        if store.vector_copy is not None:  # other models' vectors, and chunks gone meanwhile
-            store.vector_copy.promote(staged, live_key)
-            store.vector_copy.keep(live_key, [n.node_id for n in nodes])
+        grace = 30.0 if s.chroma_host else 1.0
+        store.switch_chunks(new, old_name, grace_sec=grace, copy_key=live_key)
+        if (whole := store.vector_copy) is not None and whole.usable:
+            whole.keep(live_key, [n.node_id for n in nodes])  # other models', chunks gone
+            whole.incomplete = not whole.usable  # every chunk's vector was just written
         return len(nodes)
 
     async def aclose(self) -> None:
@@ -1391,8 +1391,10 @@ class KnowledgeBase:
             self._crawler = None
         if self._store is not None and (self._background or self._store.loaders):
             self._store.closing.set()  # each stops at its next page; Chroma must outlive it
-            for thread in [*self._background, *self._store.loaders]:
+            threads = [*self._background, *self._store.loaders]
+            for thread in threads:
                 await asyncio.to_thread(thread.join, 30.0)
+            self.threads_left = [t.name for t in threads if t.is_alive()]
             self._background = []
         self._store = None
         if self._vector_copy is not None:

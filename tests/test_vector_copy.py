@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rag_app.config import RAGSettings
-from rag_app.index.vector_copy import FILE, VectorCopy, model_key
+from rag_app.index.vector_copy import FILE, VectorCopy, model_key, staged
 from rag_app.knowledge import KnowledgeBase
 from tests.conftest import CountingEmbedding
 
@@ -94,6 +94,21 @@ def _copy_rows(settings: RAGSettings) -> dict[str, bytes]:
         return dict(db.execute("SELECT id, vector FROM vectors"))
 
 
+async def _open_until_the_copy_holds(
+    settings: RAGSettings, embed: CountingEmbedding, ids: set[str]
+) -> None:
+    """Open the store; its background fill must make the copy's ids `ids` within 30 s."""
+    kb = KnowledgeBase(settings, embed_model=embed)
+    await kb.open()
+    try:
+        deadline = time.monotonic() + 30
+        while set(_copy_rows(settings)) != ids and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(_copy_rows(settings)) == ids
+    finally:
+        await kb.aclose()
+
+
 async def test_every_write_and_delete_reaches_the_copy(kb: KnowledgeBase, tmp_path: Path) -> None:
     notes = _notes(tmp_path / "notes", 5)
     await kb.index_dir(notes)
@@ -118,15 +133,7 @@ async def test_a_store_without_a_copy_gets_one_at_open(
     ids = kb.store.chroma.all_ids()
     await kb.aclose()
     (Path(settings.chromadb_persist_dir) / FILE).unlink()  # a store from before the copy
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
-    await kb.open()
-    try:
-        deadline = time.monotonic() + 30
-        while len(_copy_rows(settings)) < len(ids) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert set(_copy_rows(settings)) == ids
-    finally:
-        await kb.aclose()
+    await _open_until_the_copy_holds(settings, counting_embed, ids)
 
 
 async def test_an_open_drops_vectors_of_chunks_chroma_no_longer_has(
@@ -140,15 +147,7 @@ async def test_an_open_drops_vectors_of_chunks_chroma_no_longer_has(
     copy = VectorCopy(Path(settings.chromadb_persist_dir) / FILE)
     copy.put(key, ["gone-1", "gone-2"], [[0.5] * 384] * 2)  # as a kill between the writes
     copy.close()
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
-    await kb.open()
-    try:
-        deadline = time.monotonic() + 30
-        while set(_copy_rows(settings)) != ids and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert set(_copy_rows(settings)) == ids
-    finally:
-        await kb.aclose()
+    await _open_until_the_copy_holds(settings, counting_embed, ids)
 
 
 async def test_a_reindex_embeds_anew_unless_restoring(
@@ -176,6 +175,12 @@ async def test_a_reindex_embeds_anew_unless_restoring(
             "CREATE TABLE state (key TEXT PRIMARY KEY, value INTEGER)",
             "PRAGMA user_version = 1",
         ],
+        [  # no vector column: every write would fail, in every process
+            "CREATE TABLE models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
+            "CREATE TABLE vectors (model INTEGER, id TEXT, UNIQUE (model, id))",
+            "CREATE TABLE state (key TEXT PRIMARY KEY, value INTEGER)",
+            "PRAGMA user_version = 1",
+        ],
         [  # vectors without the unique (model, id): duplicates would pile up
             "CREATE TABLE models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
             "CREATE TABLE vectors (model INTEGER, id TEXT, vector BLOB)",
@@ -195,6 +200,34 @@ def test_a_file_of_another_layout_is_set_aside(tmp_path: Path, layout: list[str]
     assert len(list(tmp_path.glob(f"{FILE}.damaged-*"))) == 1
 
 
+def test_a_copy_from_the_first_release_of_the_format_is_kept(tmp_path: Path) -> None:
+    """Its layout had no state table yet: added, nothing set aside, rows kept."""
+    with sqlite3.connect(tmp_path / FILE) as db:
+        db.execute("CREATE TABLE models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+        db.execute(
+            "CREATE TABLE vectors (model INTEGER NOT NULL, id TEXT NOT NULL, "
+            "vector BLOB NOT NULL, UNIQUE (model, id))"
+        )
+        db.execute("INSERT INTO models VALUES (1, ?)", (KEY,))
+        db.execute("INSERT INTO vectors VALUES (1, 'a', ?)", (np.ones(4, "<f4").tobytes(),))
+        db.execute("PRAGMA user_version = 1")
+    copy = VectorCopy(tmp_path / FILE)
+    assert copy.ids(KEY) == {"a"} and not copy.was_clean
+    assert not list(tmp_path.glob(f"{FILE}.damaged-*"))
+
+
+def test_rows_a_stopped_reindex_staged_are_dropped_at_the_next_open(tmp_path: Path) -> None:
+    copy = VectorCopy(tmp_path / FILE)
+    copy.put(KEY, ["a"], [[1.0, 0, 0, 0]])
+    copy.put(staged(KEY), ["a", "b"], [[0, 1.0, 0, 0]] * 2)
+    copy._db = None  # the process ended mid-reindex
+    again = VectorCopy(tmp_path / FILE)
+    assert again.count(staged(KEY)) == 0 and again.ids(KEY) == {"a"}
+    again.put(staged(KEY), ["a"], [[0, 0, 1.0, 0]])
+    again.promote(KEY)  # a reindex's switch
+    assert again.get(KEY, ["a"], 4) == {"a": [0, 0, 1.0, 0]} and again.count(staged(KEY)) == 0
+
+
 def test_a_file_that_cannot_be_opened_now_turns_the_copy_off_and_is_kept(
     tmp_path: Path,
 ) -> None:
@@ -205,11 +238,15 @@ def test_a_file_that_cannot_be_opened_now_turns_the_copy_off_and_is_kept(
 
 def test_a_clean_close_is_recorded_and_an_unclean_one_is_not(tmp_path: Path) -> None:
     copy = VectorCopy(tmp_path / FILE)
-    assert not copy.was_clean  # a new file: nothing to trust yet
+    assert not copy.was_clean and copy.incomplete  # a new file: nothing to trust yet
     copy.put(KEY, ["a"], [[1.0, 0, 0, 0]])
+    copy.close()  # never compared with Chroma (e.g. an open that failed): still unclean
+    assert not VectorCopy(tmp_path / FILE).was_clean
+    copy = VectorCopy(tmp_path / FILE)
+    copy.incomplete = False  # as a full comparison with Chroma leaves it
     copy.close()
     again = VectorCopy(tmp_path / FILE)
-    assert again.was_clean
+    assert again.was_clean and not again.incomplete
     again.incomplete = True  # e.g. a fill stopped part-way
     again.close()
     assert not VectorCopy(tmp_path / FILE).was_clean  # and still open: a kill looks the same
@@ -246,15 +283,7 @@ async def test_after_an_unclean_close_the_copy_is_compared_id_by_id(
     copy = VectorCopy(Path(settings.chromadb_persist_dir) / FILE)
     copy.put(key, ["stale"], [[0.5] * 384])
     copy._db = None  # gone without a clean close
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
-    await kb.open()
-    try:
-        deadline = time.monotonic() + 30
-        while set(_copy_rows(settings)) != ids and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert set(_copy_rows(settings)) == ids
-    finally:
-        await kb.aclose()
+    await _open_until_the_copy_holds(settings, counting_embed, ids)
 
 
 async def test_a_store_opened_with_another_model_keeps_its_vectors_under_their_own_model(

@@ -154,7 +154,7 @@ class SourceRecord:
         return cls(**known, extra=json.loads(raw_extra or "{}"))
 
 
-def _embedded(client: ClientAPI) -> bool:
+def embedded(client: ClientAPI) -> bool:
     """Chroma runs in this process (its calls hold the GIL), not behind HTTP."""
     return "fastapi" not in str(client.get_settings().chroma_api_impl).lower()
 
@@ -226,7 +226,7 @@ class ChromaStore:
         when there is no exact-search copy to tell (see `_held`). Without it and the copy,
         no rows are held."""
         self.orders = ChunkOrders()  # sources' chunk orders, from their records
-        self.gate: SearchGate | None = SEARCHES if _embedded(client) else None
+        self.gate: SearchGate | None = SEARCHES if embedded(client) else None
         """Searches this process's writes wait for (`search_gate`): only an embedded
         client holds the GIL through a call; an HTTP client's writes stop no search."""
         self.model_name = model_name

@@ -25,12 +25,17 @@ from rag_app.index.chroma_store import DIM_KEY, HNSW_SYNC_THRESHOLD
 logger = logging.getLogger(__name__)
 
 SAVE_AT_STOP_MIN = 100
-"""Unsaved vectors from which a stop saves them (~0.3 s of every start at 100k chunks)."""
+"""Writes since the last save from which a stop saves the files (~0.3 s of every start at
+100k chunks)."""
+SAVE_AT_STOP_LATE_SEC = 5.0
+"""A stop whose closing took longer saves nothing: a supervisor may kill it soon (Docker
+waits 10 s), and a kill during a save can damage the files (the save: ~2 s at 100k)."""
 
 
 def unsaved_vectors(persist_dir: str | Path, collection: str) -> int | None:
-    """Vectors of `collection` written since Chroma last saved its HNSW files, read from
-    Chroma's own SQLite tables (None when they do not read as expected)."""
+    """Writes to `collection` (adds, updates, deletes) since Chroma last saved its HNSW
+    files, what its next load applies again, read from Chroma's own SQLite tables (None
+    when they do not read as expected)."""
     try:
         uri = f"file:{Path(persist_dir) / 'chroma.sqlite3'}?mode=ro"
         with sqlite3.connect(uri, uri=True) as db:
@@ -81,7 +86,7 @@ def save_at_stop(persist_dir: str | Path, collection: str) -> int:
         return 0
     left = unsaved_vectors(persist_dir, collection)
     logger.info(
-        "Saved Chroma's vector index at the stop (%d vectors since its last save, %s left) "
+        "Saved Chroma's vector index at the stop (%d writes since its last save, %s left) "
         "in %.2f s; the next start need not insert them again.",
         pending,
         left,

@@ -43,9 +43,11 @@ from rag_app.index.chroma_store import (
     ChromaStore,
     SectionChunk,
     SourceRecord,
+    embedded,
 )
 from rag_app.index.exact_vectors import VectorMatches
 from rag_app.index.search_gate import SEARCHES
+from rag_app.index.segment_files import remove_left_behind, segment_ids
 from rag_app.index.vector_copy import VectorCopy
 from rag_app.parsing.content_type import is_numeric_token
 from rag_app.parsing.metadata_modes import context_text
@@ -258,7 +260,7 @@ class KnowledgeStore:
         key = chroma.copy_key
         added = dropped = 0
         try:
-            if copy.was_clean and copy.count(key) == chroma.count():
+            if not copy.incomplete and copy.count(key) == chroma.count():
                 return 0
             copy.incomplete = True
             have, stored = copy.ids(key), chroma.all_ids()
@@ -593,16 +595,29 @@ class KnowledgeStore:
         self.loaders = [t for t in self.loaders if t.is_alive()] + [loader]
         loader.start()
 
-    def switch_chunks(self, new: ChromaStore, old_name: str, grace_sec: float) -> None:
-        """Point the store at a re-embedded collection, then drop the old one."""
+    def switch_chunks(
+        self, new: ChromaStore, old_name: str, grace_sec: float, copy_key: str | None = None
+    ) -> None:
+        """Point the store at a re-embedded collection, then drop the old one. With
+        `copy_key`, the new collection's rows in the vector copy, staged under
+        `staged(copy_key)` while it was built, become the live ones in the same step."""
         with self._write_lock:
             self.chroma.set_active_chunks(new.collection.name)
             self.chroma = new
+            if copy_key is not None:
+                if self.vector_copy is not None:
+                    self.vector_copy.promote(copy_key)
+                new.copy_key = copy_key
             self.model_name, self.dimension = new.model_name, new.dimension
             self.log.append(["*"], "switch")
         if grace_sec:
             time.sleep(grace_sec)  # let searches that started on the old collection finish
+        persist_dir = (
+            self.client.get_settings().persist_directory if embedded(self.client) else None
+        )
+        segments = segment_ids(persist_dir, old_name)
         try:
             self.client.delete_collection(old_name)
         except Exception as err:  # already gone: nothing to clean up
             logger.info("Old chunk collection %s not deleted: %s", old_name, err)
+        remove_left_behind(persist_dir, segments)

@@ -16,11 +16,12 @@ open compares it with Chroma id by id (`KnowledgeStore.fill_vector_copy`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +41,33 @@ _SCHEMA = (  # a rowid table on 8 KiB pages: 1.7 KB per 384-dim vector, against 
     "UNIQUE (model, id))",
     "CREATE TABLE state (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
 )
+_COLUMNS = {
+    "models": ["id", "name"],
+    "vectors": ["model", "id", "vector"],
+    "state": ["key", "value"],
+}
 _UNIQUE = {"models": ["name"], "vectors": ["model", "id"], "state": ["key"]}
+_STAGED = "\x00staged"  # suffix of a reindex's rows until its switch (`staged`)
 
 
 class UnknownLayout(sqlite3.DatabaseError):
     """A database that is not this copy's layout (set aside like a damaged one)."""
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction (the connection runs in autocommit otherwise)."""
+    with db:
+        db.execute("BEGIN")
+        yield
+
+
+def _forget(db: sqlite3.Connection, model: str) -> None:
+    """Delete every vector kept under `model`, and the name itself."""
+    db.execute(
+        "DELETE FROM vectors WHERE model IN (SELECT id FROM models WHERE name = ?)", (model,)
+    )
+    db.execute("DELETE FROM models WHERE name = ?", (model,))
 
 
 def model_key(model_name: str, dimension: int) -> str:
@@ -52,7 +75,15 @@ def model_key(model_name: str, dimension: int) -> str:
     return f"{model_name}\x00{dimension}"
 
 
+def staged(model: str) -> str:
+    """Where a reindex keeps the new collection's rows until its switch (`promote`)."""
+    return f"{model}{_STAGED}"
+
+
 def _check_layout(db: sqlite3.Connection) -> None:
+    for table, names in _COLUMNS.items():
+        if [c[1] for c in db.execute(f"PRAGMA table_info('{table}')")] != names:
+            raise UnknownLayout(f"table {table} is not ({', '.join(names)})")
     for table, columns in _UNIQUE.items():
         unique = [
             [c[2] for c in db.execute(f"PRAGMA index_info('{name}')")]
@@ -74,7 +105,8 @@ class VectorCopy:
         self.was_clean = False
         """The last owner closed the copy with every write made (else compare it in full)."""
         self.incomplete = False
-        """Set while the copy is known to lack rows (a fill not finished): no clean close."""
+        """The copy may lack rows (opened after an unclean close, a fill not finished):
+        no clean close until a full comparison or a reindex made it whole."""
         try:
             self._db = self._connect()
         except sqlite3.OperationalError:  # locked, unreachable, I/O: not the file's fault
@@ -113,19 +145,24 @@ class VectorCopy:
             db.execute("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a process kill
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
-                with db:
-                    db.execute("BEGIN")
+                with _transaction(db):
                     for statement in _SCHEMA[1:]:
                         db.execute(statement)
                     db.execute(f"PRAGMA user_version = {_FORMAT}")
             elif version != _FORMAT:
                 raise UnknownLayout(f"unknown format {version}")
+            else:  # the first release of this format had no state table
+                db.execute(_SCHEMA[3].replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
             _check_layout(db)
             row = db.execute("SELECT value FROM state WHERE key = 'clean'").fetchone()
             self.was_clean = bool(row and row[0] == 1)
-            with db:  # open for writing: unclean until `close` says otherwise
-                db.execute("BEGIN")
+            self.incomplete = not self.was_clean  # until compared in full or rebuilt
+            with _transaction(db):  # open for writing: unclean until `close` says otherwise
                 db.execute("INSERT OR REPLACE INTO state VALUES ('clean', 0)")
+                stale = db.execute("SELECT name FROM models").fetchall()
+                for (name,) in stale:  # of a reindex that stopped before its switch
+                    if name.endswith(_STAGED):
+                        _forget(db, name)
         except BaseException:
             db.close()
             raise
@@ -176,8 +213,7 @@ class VectorCopy:
             return
 
         def write(db: sqlite3.Connection) -> None:
-            with db:
-                db.execute("BEGIN")
+            with _transaction(db):
                 number = self._model(db, model, create=True)
                 db.executemany(
                     "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
@@ -195,8 +231,7 @@ class VectorCopy:
             number = self._model(db, model)
             if number is None:
                 return
-            with db:
-                db.execute("BEGIN")
+            with _transaction(db):
                 db.executemany(
                     "DELETE FROM vectors WHERE model = ? AND id = ?", [(number, i) for i in ids]
                 )
@@ -250,8 +285,7 @@ class VectorCopy:
         rows = [(i,) for i in ids]
 
         def write(db: sqlite3.Connection) -> None:
-            with db:
-                db.execute("BEGIN")
+            with _transaction(db):
                 number = self._model(db, model, create=True)
                 db.execute("CREATE TEMP TABLE IF NOT EXISTS kept (id TEXT PRIMARY KEY)")
                 db.execute("DELETE FROM kept")
@@ -267,19 +301,14 @@ class VectorCopy:
 
         self._run("a cleanup", write)
 
-    def promote(self, staged: str, model: str) -> None:
-        """Make the vectors kept under `staged` those of `model`, in one step (a reindex
-        writes under a staged name, so the live rows stay as they are until its switch)."""
+    def promote(self, model: str) -> None:
+        """Make the vectors kept under `staged(model)` those of `model`, in one step (a
+        reindex writes there, so the live rows stay as they are until its switch)."""
 
         def write(db: sqlite3.Connection) -> None:
-            with db:
-                db.execute("BEGIN")
-                number = self._model(db, staged, create=True)
-                db.execute(
-                    "DELETE FROM vectors WHERE model IN (SELECT id FROM models WHERE name = ?)",
-                    (model,),
-                )
-                db.execute("DELETE FROM models WHERE name = ?", (model,))
+            with _transaction(db):
+                number = self._model(db, staged(model), create=True)
+                _forget(db, model)
                 db.execute("UPDATE models SET name = ? WHERE id = ?", (model, number))
             self._models = {}
 
@@ -289,13 +318,8 @@ class VectorCopy:
         """Forget every vector kept under `model` (a staged name left by a stopped reindex)."""
 
         def write(db: sqlite3.Connection) -> None:
-            with db:
-                db.execute("BEGIN")
-                db.execute(
-                    "DELETE FROM vectors WHERE model IN (SELECT id FROM models WHERE name = ?)",
-                    (model,),
-                )
-                db.execute("DELETE FROM models WHERE name = ?", (model,))
+            with _transaction(db):
+                _forget(db, model)
             self._models = {}
 
         self._run("a cleanup", write)
@@ -309,8 +333,7 @@ class VectorCopy:
             try:
                 if self.incomplete:
                     return
-                with db:
-                    db.execute("BEGIN")
+                with _transaction(db):
                     db.execute("INSERT OR REPLACE INTO state VALUES ('clean', 1)")
             except sqlite3.Error as err:  # the next open compares in full
                 logger.warning("The vector copy was not closed cleanly: %s", err)

@@ -123,13 +123,10 @@ class StoreService:
             wedged = self.inflight > 0 or self._write_in_progress()
             if self.kb is not None and not wedged:
                 chunks = self._chunk_collection()
+                closing = time.monotonic()
                 await self.kb.aclose()
                 if chunks is not None:
-                    from rag_app.index.hnsw_save import save_at_stop
-
-                    await asyncio.to_thread(
-                        save_at_stop, self.settings.chromadb_persist_dir, chunks
-                    )
+                    await self._save_vector_index(chunks, time.monotonic() - closing)
             if wedged:  # work still runs in a thread: exit holding the lock (the OS drops it)
                 if not self.settings.chroma_host:  # as good as a kill: the next start checks
                     (lock.primary / VECTOR_CHECK_PENDING).touch()
@@ -160,6 +157,22 @@ class StoreService:
             previous.get("pid", "?"),
         )
         return marker
+
+    async def _save_vector_index(self, chunks: str, closing_sec: float) -> None:
+        """Save Chroma's HNSW files for the next start (`hnsw_save`), unless a background
+        thread still uses Chroma or the stop already took long: a supervisor's kill
+        during the save could damage them."""
+        from rag_app.index.hnsw_save import SAVE_AT_STOP_LATE_SEC, save_at_stop
+
+        if self.kb.threads_left or closing_sec > SAVE_AT_STOP_LATE_SEC:
+            logger.info(
+                "Chroma's vector index not saved at the stop (closing took %.1f s; still "
+                "running: %s).",
+                closing_sec,
+                ", ".join(self.kb.threads_left) or "nothing",
+            )
+            return
+        await asyncio.to_thread(save_at_stop, self.settings.chromadb_persist_dir, chunks)
 
     def _chunk_collection(self) -> str | None:
         """The open embedded store's chunk collection (None with a Chroma server)."""

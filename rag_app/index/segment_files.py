@@ -1,0 +1,62 @@
+"""Remove the HNSW folder Chroma leaves behind when a collection is deleted.
+
+Chroma's embedded store deletes a collection's rows but keeps its vector segment folder
+on disk (chroma-core/chroma#5520, still so in 1.5.9), so every `rag reindex` left a copy
+of the whole vector index behind (~1.7 KB per chunk). After the deletion, a folder named
+by one of that collection's segment ids that Chroma no longer lists is removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sqlite3
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def _segments(persist_dir: Path, collection: str | None = None) -> set[str]:
+    uri = f"file:{persist_dir / 'chroma.sqlite3'}?mode=ro"
+    with sqlite3.connect(uri, uri=True) as db:
+        if collection is None:
+            rows = db.execute("SELECT id FROM segments").fetchall()
+        else:
+            rows = db.execute(
+                "SELECT s.id FROM segments s JOIN collections c ON s.collection = c.id "
+                "WHERE c.name = ?",
+                (collection,),
+            ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
+def segment_ids(persist_dir: str | Path | None, collection: str) -> set[str]:
+    """The segment ids of `collection` in an embedded store (none when unreadable)."""
+    if not persist_dir:
+        return set()
+    try:
+        return _segments(Path(persist_dir), collection)
+    except sqlite3.Error:
+        return set()
+
+
+def remove_left_behind(persist_dir: str | Path | None, ids: set[str]) -> int:
+    """Remove the folders of those `ids` Chroma no longer lists; how many were removed."""
+    if not persist_dir or not ids:
+        return 0
+    root = Path(persist_dir)
+    try:
+        gone = ids - _segments(root)
+    except sqlite3.Error as err:
+        logger.info("Left-behind vector folders not checked: %s", err)
+        return 0
+    removed = 0
+    for segment in sorted(gone):
+        folder = root / segment
+        if folder.is_dir() and not folder.is_symlink():
+            try:
+                shutil.rmtree(folder)
+                removed += 1
+            except OSError as err:  # e.g. a file still open elsewhere: harmless, logged
+                logger.warning("The deleted collection's folder %s stays: %s", folder, err)
+    return removed

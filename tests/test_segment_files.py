@@ -1,0 +1,43 @@
+"""A reindex leaves no folder of the collection it replaced (Chroma keeps them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rag_app.index.segment_files import remove_left_behind, segment_ids
+from rag_app.knowledge import KnowledgeBase
+
+
+async def test_a_reindex_removes_the_replaced_collections_vector_folder(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(3):
+        (notes / f"n{i}.md").write_text(f"# N{i}\n\nsegword{i} text here.\n", encoding="utf-8")
+    await kb.index_dir(notes)
+    root = Path(kb.settings.chromadb_persist_dir)
+    old = kb.store.chroma.collection.name
+    folders = [root / s for s in segment_ids(root, old) if (root / s).is_dir()]
+    assert folders  # Chroma made the vector segment's folder
+    await kb.reindex()
+    new = kb.store.chroma.collection.name
+    assert new != old and not [f for f in folders if f.exists()]
+    assert [s for s in segment_ids(root, new) if (root / s).is_dir()]  # the live one stays
+    hits = (await kb.retrieve("segword1 text here", mode="vector")).hits
+    assert hits and "segword1" in hits[0].text
+
+
+def test_only_folders_chroma_no_longer_lists_are_removed(tmp_path: Path) -> None:
+    import chromadb
+
+    client = chromadb.PersistentClient(path=str(tmp_path))
+    client.create_collection("keep-me").add(ids=["a"], embeddings=[[1.0, 0.0]])
+    live = segment_ids(tmp_path, "keep-me")
+    for segment in live:
+        (tmp_path / segment).mkdir(exist_ok=True)
+    (tmp_path / "0000-not-listed").mkdir()
+    removed = remove_left_behind(tmp_path, live | {"0000-not-listed"})
+    assert removed == 1 and not (tmp_path / "0000-not-listed").exists()
+    assert all((tmp_path / s).is_dir() for s in live)
+    assert remove_left_behind(None, {"x"}) == 0 and segment_ids(tmp_path / "none", "x") == set()
