@@ -313,7 +313,7 @@ class KnowledgeBase:
                 store = self._open_store(client, bm25, dim, check_model, t)
                 mark_pending(s.chromadb_persist_dir, damaged)
             if own_files:
-                self.vectors_set_aside = pending(s.chromadb_persist_dir)
+                self.vectors_set_aside = self._chunks_set_aside(store)
         except BaseException:
             if self._vector_copy is not None:
                 self._vector_copy.close()
@@ -323,7 +323,10 @@ class KnowledgeBase:
                 self._owner_lock = None
             raise
         self._store = store
-        if self._vector_copy is not None and not self.vectors_set_aside:
+        if (
+            self._vector_copy is not None
+            and store.chroma.collection.name not in self.vectors_set_aside
+        ):
             filler = threading.Thread(
                 target=store.fill_vector_copy, name="vector-copy", daemon=True
             )
@@ -338,6 +341,18 @@ class KnowledgeBase:
             len(store.bm25),
             ", ".join(f"{k} {v / 1000:.2f} s" for k, v in t.items()),
         )
+
+    def _chunks_set_aside(self, store: KnowledgeStore) -> list[str]:
+        """The chunk collection, if its vectors are still to be restored. The sources and
+        change-log collections hold placeholder vectors only: once open, nothing of
+        theirs is pending (left listed, they would hold off the vector copy's fill)."""
+        folder = self.settings.chromadb_persist_dir
+        waiting = pending(folder)
+        chunks = [n for n in waiting if n == store.chroma.collection.name]
+        if len(chunks) != len(waiting):
+            mark_pending(folder, [])
+            mark_pending(folder, chunks)
+        return chunks
 
     def _open_store(
         self, client: Any, bm25: BM25Index, dim: int, check_model: bool, t: dict[str, float]
@@ -1330,7 +1345,7 @@ class KnowledgeBase:
         leftovers = (f"{name}__", f"{name}-reindex")  # of an interrupted reindex
         for c in store.client.list_collections():
             if c.name != old_name and c.name.startswith(leftovers):
-                store.client.delete_collection(c.name)
+                store.drop_collection(c.name)
         # the vector copy's rows of the new collection are staged under their own name
         # until the switch: the live ones stay those of the live collection meanwhile
         live_key = model_key(s.embedding_model_name, dim)

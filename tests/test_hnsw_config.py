@@ -95,30 +95,26 @@ def test_a_clean_stop_saves_the_vectors_chroma_would_insert_again(tmp_path: Path
 
     env = store_env(tmp_path)
     chroma = tmp_path / "chroma_db"
-    _long_notes(tmp_path / "few", 5)  # 20 chunks: below the minimum, left to Chroma
-    assert rag(env, "index", str(tmp_path / "few")).returncode == 0
-    assert rag(env, "service", "stop").returncode == 0
-    assert unsaved_vectors(chroma, "knowledge") == 20 < SAVE_AT_STOP_MIN
-    assert not list(chroma.glob("*/index_metadata.pickle"))
-    _long_notes(tmp_path / "many", 30)
+    _long_notes(tmp_path / "many", 25)
     assert rag(env, "index", str(tmp_path / "many")).returncode == 0
-    assert unsaved_vectors(chroma, "knowledge") == 140
+    assert unsaved_vectors(chroma, "knowledge") == 100 == SAVE_AT_STOP_MIN
+    assert not list(chroma.glob("*/index_metadata.pickle"))
     assert rag(env, "service", "stop").returncode == 0
     assert unsaved_vectors(chroma, "knowledge") == 0
     assert len(list(chroma.glob("*/index_metadata.pickle"))) == 1
     assert _hnsw_from_another_process(chroma, "knowledge")["sync_threshold"] == HNSW_SYNC_THRESHOLD
     log = (chroma / ".rag-service.log").read_text(encoding="utf-8")
-    assert "Saved Chroma's vector index at the stop (140 writes" in log, log[-1500:]
+    assert "Saved Chroma's vector index at the stop (100 writes" in log, log[-1500:]
     report = rag_json(env, "check")
-    assert report["chunks"] == 140 and report["unfindable_by_vector"] == 0, report
+    assert report["chunks"] == 100 and report["unfindable_by_vector"] == 0, report
     found = rag_json(env, "search", "hs17x2", "--mode", "vector")
     assert any(h["source_url"].endswith("/many/n17.md") for h in found["hits"]), found
     assert rag(env, "service", "stop").returncode == 0
 
 
 async def test_a_late_stop_or_a_thread_still_running_saves_nothing(tmp_path: Path) -> None:
-    """The save is skipped when a background thread may still use Chroma, or when the
-    stop already took so long that a supervisor may kill it mid-save."""
+    """The save is skipped when a background thread may still use Chroma, when the stop
+    already took so long that a supervisor may kill it mid-save, and below the minimum."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -129,10 +125,17 @@ async def test_a_late_stop_or_a_thread_still_running_saves_nothing(tmp_path: Pat
 
     client = chromadb.PersistentClient(path=str(tmp_path))
     store = ChromaStore(client, "knowledge", model_name="m", dimension=8)
-    vectors = np.random.default_rng(5).normal(size=(150, 8))
-    store.collection.upsert(ids=[f"c{i}" for i in range(150)], embeddings=vectors.tolist())
-    del store, client
+    vectors = np.random.default_rng(5).normal(size=(150, 8)).tolist()
+    store.collection.upsert(ids=[f"c{i}" for i in range(99)], embeddings=vectors[:99])
     service = StoreService(load_settings(chromadb_persist_dir=str(tmp_path)))
+    service.kb = SimpleNamespace(threads_left=[])
+    await service._save_vector_index("knowledge", 0.1)  # 99 writes: left to Chroma
+    assert unsaved_vectors(tmp_path, "knowledge") == 99
+    client = chromadb.PersistentClient(path=str(tmp_path))
+    client.get_collection("knowledge").upsert(
+        ids=[f"c{i}" for i in range(99, 150)], embeddings=vectors[99:]
+    )
+    del store, client
     service.kb = SimpleNamespace(threads_left=["vector-copy"])
     await service._save_vector_index("knowledge", 0.1)
     assert unsaved_vectors(tmp_path, "knowledge") == 150

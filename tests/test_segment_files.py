@@ -36,8 +36,28 @@ def test_only_folders_chroma_no_longer_lists_are_removed(tmp_path: Path) -> None
     live = segment_ids(tmp_path, "keep-me")
     for segment in live:
         (tmp_path / segment).mkdir(exist_ok=True)
-    (tmp_path / "0000-not-listed").mkdir()
-    removed = remove_left_behind(tmp_path, live | {"0000-not-listed"})
-    assert removed == 1 and not (tmp_path / "0000-not-listed").exists()
+    gone = "00000000-0000-4000-8000-000000000000"  # a segment id Chroma no longer lists
+    for name in (gone, "not-a-segment"):
+        (tmp_path / name).mkdir()
+    removed = remove_left_behind(tmp_path, live | {gone, "not-a-segment", "", ".."})
+    assert removed == 1 and not (tmp_path / gone).exists()
+    assert (tmp_path / "not-a-segment").is_dir()  # only names that are segment ids
     assert all((tmp_path / s).is_dir() for s in live)
     assert remove_left_behind(None, {"x"}) == 0 and segment_ids(tmp_path / "none", "x") == set()
+
+
+async def test_a_reindex_removes_the_folder_of_a_collection_an_earlier_one_left(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# A\n\nleftword text.\n", encoding="utf-8")
+    await kb.index_dir(notes)
+    root = Path(kb.settings.chromadb_persist_dir)
+    kb.store.client.create_collection("knowledge__dead0000").add(ids=["x"], embeddings=[[1.0]])
+    left = [root / s for s in segment_ids(root, "knowledge__dead0000") if (root / s).is_dir()]
+    assert left
+    await kb.reindex()
+    assert not [f for f in left if f.exists()]
+    names = {c.name for c in kb.store.client.list_collections()}
+    assert "knowledge__dead0000" not in names

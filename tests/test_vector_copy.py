@@ -366,3 +366,32 @@ async def test_a_reindex_stopped_part_way_leaves_the_live_vectors_as_they_were(
     )
     assert [n for (n,) in names] == [kb.store.chroma.copy_key]
     assert set(_copy_rows(kb.settings)) == kb.store.chroma.all_ids()
+
+
+async def test_a_reindex_leaves_the_copy_whole_for_a_clean_close(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    await kb.index_dir(_notes(tmp_path / "notes", 2))
+    copy = kb.store.vector_copy
+    assert copy is not None
+    copy.incomplete = True  # as after an unclean close, before the fill compared
+    await kb.reindex()
+    assert not copy.incomplete
+
+
+async def test_a_set_aside_collection_without_real_vectors_holds_nothing_off(
+    settings: RAGSettings, counting_embed: CountingEmbedding, tmp_path: Path
+) -> None:
+    """Sources and change-log collections hold placeholder vectors: listed as pending
+    after their index was set aside, they must not stop the copy's fill for good."""
+    from rag_app.index.vector_salvage import mark_pending, pending
+
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    await kb.index_dir(_notes(tmp_path / "notes", 2))
+    ids = kb.store.chroma.all_ids()
+    await kb.aclose()
+    (Path(settings.chromadb_persist_dir) / FILE).unlink()
+    mark_pending(settings.chromadb_persist_dir, ["knowledge_sources"])
+    await _open_until_the_copy_holds(settings, counting_embed, ids)
+    assert pending(settings.chromadb_persist_dir) == []

@@ -37,7 +37,7 @@ def unsaved_vectors(persist_dir: str | Path, collection: str) -> int | None:
     files, what its next load applies again, read from Chroma's own SQLite tables (None
     when they do not read as expected)."""
     try:
-        uri = f"file:{Path(persist_dir) / 'chroma.sqlite3'}?mode=ro"
+        uri = (Path(persist_dir) / "chroma.sqlite3").resolve().as_uri() + "?mode=ro"
         with sqlite3.connect(uri, uri=True) as db:
             row = db.execute(
                 "SELECT c.id, s.id FROM collections c JOIN segments s ON s.collection = c.id "

@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import shutil
 import sqlite3
+import uuid
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 
 def _segments(persist_dir: Path, collection: str | None = None) -> set[str]:
-    uri = f"file:{persist_dir / 'chroma.sqlite3'}?mode=ro"
+    uri = (persist_dir / "chroma.sqlite3").resolve().as_uri() + "?mode=ro"
     with sqlite3.connect(uri, uri=True) as db:
         if collection is None:
             rows = db.execute("SELECT id FROM segments").fetchall()
@@ -52,7 +53,11 @@ def remove_left_behind(persist_dir: str | Path | None, ids: set[str]) -> int:
         return 0
     removed = 0
     for segment in sorted(gone):
-        folder = root / segment
+        try:
+            name = str(uuid.UUID(segment))  # a segment id, never "", ".." or a path
+        except ValueError:
+            continue
+        folder = root / name
         if folder.is_dir() and not folder.is_symlink():
             try:
                 shutil.rmtree(folder)

@@ -279,7 +279,8 @@ class KnowledgeStore:
                             present = set(chroma.collection.get(ids=part, include=[])["ids"])
                             copy.delete(key, [i for i in part if i not in present])
                             dropped += len(part) - len(present)
-            copy.incomplete = False
+            with self._write_lock:  # whole only if Chroma gave every vector asked for
+                copy.incomplete = copy.count(key) != chroma.count()
         except Exception as err:  # e.g. vectors unreadable: the next start tries again
             logger.warning("Filling the vector copy stopped after %d chunks: %s", added, err)
         if added or dropped:
@@ -612,12 +613,17 @@ class KnowledgeStore:
             self.log.append(["*"], "switch")
         if grace_sec:
             time.sleep(grace_sec)  # let searches that started on the old collection finish
+        self.drop_collection(old_name)
+
+    def drop_collection(self, name: str) -> None:
+        """Delete a chunk collection no longer used, and on the embedded store the vector
+        folder Chroma leaves behind (`segment_files`)."""
         persist_dir = (
             self.client.get_settings().persist_directory if embedded(self.client) else None
         )
-        segments = segment_ids(persist_dir, old_name)
+        segments = segment_ids(persist_dir, name)
         try:
-            self.client.delete_collection(old_name)
+            self.client.delete_collection(name)
         except Exception as err:  # already gone: nothing to clean up
-            logger.info("Old chunk collection %s not deleted: %s", old_name, err)
+            logger.info("Old chunk collection %s not deleted: %s", name, err)
         remove_left_behind(persist_dir, segments)

@@ -82,16 +82,25 @@ def staged(model: str) -> str:
 
 def _check_layout(db: sqlite3.Connection) -> None:
     for table, names in _COLUMNS.items():
-        if [c[1] for c in db.execute(f"PRAGMA table_info('{table}')")] != names:
-            raise UnknownLayout(f"table {table} is not ({', '.join(names)})")
-    for table, columns in _UNIQUE.items():
-        unique = [
-            [c[2] for c in db.execute(f"PRAGMA index_info('{name}')")]
-            for _, name, is_unique, *_ in db.execute(f"PRAGMA index_list('{table}')")
-            if is_unique
+        columns = [
+            c for (c,) in db.execute("SELECT name FROM pragma_table_info(?) ORDER BY cid", (table,))
         ]
-        if columns not in unique:
-            raise UnknownLayout(f"no unique {table}({', '.join(columns)})")
+        if columns != names:
+            raise UnknownLayout(f"table {table} is not ({', '.join(names)})")
+    for table, key in _UNIQUE.items():
+        unique = [
+            [
+                c
+                for (c,) in db.execute(
+                    "SELECT name FROM pragma_index_info(?) ORDER BY seqno", (index,)
+                )
+            ]
+            for (index,) in db.execute(
+                'SELECT name FROM pragma_index_list(?) WHERE "unique"', (table,)
+            )
+        ]
+        if key not in unique:
+            raise UnknownLayout(f"no unique {table}({', '.join(key)})")
 
 
 class VectorCopy:

@@ -114,6 +114,7 @@ class StoreService:
             await asyncio.sleep(FAILED_LINGER_SEC)  # waiting clients read why, then we go
             code = 1
         finally:
+            stopping = time.monotonic()
             if self.kb is not None:
                 await self.kb.cancel_jobs()  # what they committed stays
             await self._drain()
@@ -123,10 +124,9 @@ class StoreService:
             wedged = self.inflight > 0 or self._write_in_progress()
             if self.kb is not None and not wedged:
                 chunks = self._chunk_collection()
-                closing = time.monotonic()
                 await self.kb.aclose()
                 if chunks is not None:
-                    await self._save_vector_index(chunks, time.monotonic() - closing)
+                    await self._save_vector_index(chunks, time.monotonic() - stopping)
             if wedged:  # work still runs in a thread: exit holding the lock (the OS drops it)
                 if not self.settings.chroma_host:  # as good as a kill: the next start checks
                     (lock.primary / VECTOR_CHECK_PENDING).touch()
@@ -158,17 +158,17 @@ class StoreService:
         )
         return marker
 
-    async def _save_vector_index(self, chunks: str, closing_sec: float) -> None:
+    async def _save_vector_index(self, chunks: str, stopping_sec: float) -> None:
         """Save Chroma's HNSW files for the next start (`hnsw_save`), unless a background
-        thread still uses Chroma or the stop already took long: a supervisor's kill
-        during the save could damage them."""
+        thread still uses Chroma or the stop (jobs, draining, closing) already took long:
+        a supervisor's kill during the save could damage them."""
         from rag_app.index.hnsw_save import SAVE_AT_STOP_LATE_SEC, save_at_stop
 
-        if self.kb.threads_left or closing_sec > SAVE_AT_STOP_LATE_SEC:
+        if self.kb.threads_left or stopping_sec > SAVE_AT_STOP_LATE_SEC:
             logger.info(
-                "Chroma's vector index not saved at the stop (closing took %.1f s; still "
+                "Chroma's vector index not saved at the stop (stopping took %.1f s; still "
                 "running: %s).",
-                closing_sec,
+                stopping_sec,
                 ", ".join(self.kb.threads_left) or "nothing",
             )
             return
