@@ -94,6 +94,18 @@ def _copy_rows(settings: RAGSettings) -> dict[str, bytes]:
         return dict(db.execute("SELECT id, vector FROM vectors"))
 
 
+async def _indexed_store(
+    settings: RAGSettings, embed: CountingEmbedding, tmp_path: Path, notes: int
+) -> tuple[set[str], str]:
+    """A closed store holding `notes` notes: its chunk ids and the copy's model key."""
+    kb = KnowledgeBase(settings, embed_model=embed)
+    await kb.open()
+    await kb.index_dir(_notes(tmp_path / "notes", notes))
+    ids, key = kb.store.chroma.all_ids(), kb.store.chroma.copy_key
+    await kb.aclose()
+    return ids, key
+
+
 async def _open_until_the_copy_holds(
     settings: RAGSettings, embed: CountingEmbedding, ids: set[str]
 ) -> None:
@@ -127,11 +139,7 @@ async def test_every_write_and_delete_reaches_the_copy(kb: KnowledgeBase, tmp_pa
 async def test_a_store_without_a_copy_gets_one_at_open(
     settings: RAGSettings, counting_embed: CountingEmbedding, tmp_path: Path
 ) -> None:
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
-    await kb.open()
-    await kb.index_dir(_notes(tmp_path / "notes", 6))
-    ids = kb.store.chroma.all_ids()
-    await kb.aclose()
+    ids, _ = await _indexed_store(settings, counting_embed, tmp_path, 6)
     (Path(settings.chromadb_persist_dir) / FILE).unlink()  # a store from before the copy
     await _open_until_the_copy_holds(settings, counting_embed, ids)
 
@@ -139,11 +147,7 @@ async def test_a_store_without_a_copy_gets_one_at_open(
 async def test_an_open_drops_vectors_of_chunks_chroma_no_longer_has(
     settings: RAGSettings, counting_embed: CountingEmbedding, tmp_path: Path
 ) -> None:
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
-    await kb.open()
-    await kb.index_dir(_notes(tmp_path / "notes", 3))
-    ids, key = kb.store.chroma.all_ids(), kb.store.chroma.copy_key
-    await kb.aclose()
+    ids, key = await _indexed_store(settings, counting_embed, tmp_path, 3)
     copy = VectorCopy(Path(settings.chromadb_persist_dir) / FILE)
     copy.put(key, ["gone-1", "gone-2"], [[0.5] * 384] * 2)  # as a kill between the writes
     copy.close()
@@ -272,11 +276,7 @@ async def test_after_an_unclean_close_the_copy_is_compared_id_by_id(
 ) -> None:
     """A stale row and a missing one leave the counts equal: only the full comparison an
     unclean close asks for finds them."""
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
-    await kb.open()
-    await kb.index_dir(_notes(tmp_path / "notes", 3))
-    ids, key = kb.store.chroma.all_ids(), kb.store.chroma.copy_key
-    await kb.aclose()
+    ids, key = await _indexed_store(settings, counting_embed, tmp_path, 3)
     with sqlite3.connect(Path(settings.chromadb_persist_dir) / FILE) as db:
         db.execute("DELETE FROM vectors WHERE id = ?", (sorted(ids)[0],))
         db.execute("UPDATE state SET value = 0 WHERE key = 'clean'")  # as a kill leaves it
@@ -386,11 +386,7 @@ async def test_a_set_aside_collection_without_real_vectors_holds_nothing_off(
     after their index was set aside, they must not stop the copy's fill for good."""
     from rag_app.index.vector_salvage import mark_pending, pending
 
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
-    await kb.open()
-    await kb.index_dir(_notes(tmp_path / "notes", 2))
-    ids = kb.store.chroma.all_ids()
-    await kb.aclose()
+    ids, _ = await _indexed_store(settings, counting_embed, tmp_path, 2)
     (Path(settings.chromadb_persist_dir) / FILE).unlink()
     mark_pending(settings.chromadb_persist_dir, ["knowledge_sources"])
     await _open_until_the_copy_holds(settings, counting_embed, ids)
