@@ -264,21 +264,10 @@ class KnowledgeStore:
                 return 0
             copy.incomplete = True
             have, stored = copy.ids(key), chroma.all_ids()
-            missing, extra = sorted(stored - have), sorted(have - stored)
-            for todo, adding in ((missing, True), (extra, False)):
-                for start in range(0, len(todo), HEAL_BATCH):
-                    part = todo[start : start + HEAL_BATCH]
-                    with self._write_lock:
-                        if self.closing.is_set() or self.chroma is not chroma or not copy.usable:
-                            return added
-                        if adding:
-                            got = chroma.existing_embeddings(part)
-                            copy.put(key, list(got), list(got.values()))
-                            added += len(got)
-                        else:
-                            present = set(chroma.collection.get(ids=part, include=[])["ids"])
-                            copy.delete(key, [i for i in part if i not in present])
-                            dropped += len(part) - len(present)
+            mended = self._mend_copy(chroma, sorted(stored - have), sorted(have - stored))
+            if mended is None:
+                return added
+            added, dropped = mended
             with self._write_lock:  # whole only if Chroma gave every vector asked for
                 copy.incomplete = copy.count(key) != chroma.count()
         except Exception as err:  # e.g. vectors unreadable: the next start tries again
@@ -286,6 +275,32 @@ class KnowledgeStore:
         if added or dropped:
             logger.info("Vector copy: %d vectors copied from Chroma, %d dropped.", added, dropped)
         return added
+
+    def _mend_copy(
+        self, chroma: ChromaStore, missing: list[str], extra: list[str]
+    ) -> tuple[int, int] | None:
+        """Copy Chroma's vectors of `missing` into the vector copy and forget those of
+        `extra` that Chroma no longer has, page by page under the write lock (checking
+        Chroma again there). None when it stopped: closing, a switch, the copy off."""
+        copy, key = self.vector_copy, chroma.copy_key
+        added = dropped = 0
+        for todo, adding in ((missing, True), (extra, False)):
+            for start in range(0, len(todo), HEAL_BATCH):
+                part = todo[start : start + HEAL_BATCH]
+                with self._write_lock:
+                    if copy is None or not copy.usable:
+                        return None
+                    if self.closing.is_set() or self.chroma is not chroma:
+                        return None
+                    if adding:
+                        got = chroma.existing_embeddings(part)
+                        copy.put(key, list(got), list(got.values()))
+                        added += len(got)
+                    else:
+                        present = set(chroma.collection.get(ids=part, include=[])["ids"])
+                        copy.delete(key, [i for i in part if i not in present])
+                        dropped += len(part) - len(present)
+        return added, dropped
 
     def rebuild_bm25(self) -> None:
         logger.warning("Rebuilding the BM25 index from %d Chroma chunks.", self.chroma.count())
@@ -564,10 +579,7 @@ class KnowledgeStore:
                 absent = sorted(chroma_ids - have)
                 report.missing_in_vector_copy = len(absent)
                 if repair and (absent or have - chroma_ids):
-                    copy.delete(key, have - chroma_ids)
-                    for start in range(0, len(absent), HEAL_BATCH):
-                        got = self.chroma.existing_embeddings(absent[start : start + HEAL_BATCH])
-                        copy.put(key, list(got), list(got.values()))
+                    self._mend_copy(self.chroma, absent, sorted(have - chroma_ids))
                     report.repaired = True
             if repair and not report.ok:
                 if extra:

@@ -191,3 +191,31 @@ def test_a_damaged_vector_index_is_set_aside_and_restored_from_the_copy(tmp_path
     assert f"{total} from the vector copy, 0 embedded again" in log, log[-2000:]
     assert f"{total - 2} from the vector copy, 2 embedded again" in log, log[-2000:]
     assert _vector_hits(env, "xi2の説明 その1") == asked
+
+
+def test_a_garbage_vector_copy_is_set_aside_and_filled_again(tmp_path: Path) -> None:
+    """A vector copy overwritten with junk: the real service still answers, sets the file
+    aside, and its background fill makes the copy whole again from Chroma."""
+    env = store_env(tmp_path)
+    notes = write_notes(tmp_path / "notes", "vc", 3)
+    assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+    chunks = rag_json(env, "stats")["total_chunks"]
+    assert rag(env, "service", "stop").returncode == 0
+    chroma_dir = tmp_path / "chroma_db"
+    for suffix in ("-wal", "-shm"):
+        (chroma_dir / f"rag-vectors.sqlite3{suffix}").unlink(missing_ok=True)
+    (chroma_dir / "rag-vectors.sqlite3").write_bytes(b"\x00not a database" * 600)
+    found = rag_json(env, "search", "vc1tok0", "--mode", "bm25")
+    assert found["hits"][0]["source_url"] == notes[1].as_uri()
+    deadline = time.monotonic() + 30
+    report = rag_json(env, "check")
+    while report["missing_in_vector_copy"] != 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        report = rag_json(env, "check")
+    assert report["vector_copy"] == "on" and report["missing_in_vector_copy"] == 0, report
+    assert report["chunks"] == chunks and report["ok"], report
+    aside = list(chroma_dir.glob("rag-vectors.sqlite3.damaged-*"))
+    assert aside and aside[0].read_bytes().startswith(b"\x00not a database")
+    log = (chroma_dir / ".rag-service.log").read_text(encoding="utf-8")
+    assert "set aside" in log, log[-1500:]
+    assert rag(env, "service", "stop").returncode == 0
