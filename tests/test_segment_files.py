@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rag_app.index.segment_files import remove_left_behind, segment_ids
 from rag_app.knowledge import KnowledgeBase
 
@@ -61,3 +63,30 @@ async def test_a_reindex_removes_the_folder_of_a_collection_an_earlier_one_left(
     assert not [f for f in left if f.exists()]
     names = {c.name for c in kb.store.client.list_collections()}
     assert "knowledge__dead0000" not in names
+
+
+def test_the_catalogue_names_each_collections_segments(tmp_path: Path) -> None:
+    """`chroma_catalog.segments`: by name, vector segments only, or every one listed."""
+    import sqlite3
+
+    import chromadb
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    from rag_app.index.chroma_catalog import read_only, segments
+
+    client = chromadb.PersistentClient(path=str(tmp_path))
+    a = client.create_collection("aaa")
+    client.create_collection("bbb")
+    a.add(ids=["x"], embeddings=[[1.0, 0.0]])
+    with read_only(tmp_path) as db:
+        of_a = segments(db, ["aaa"])
+        vector_a = segments(db, ["aaa"], vector_only=True)
+        every = segments(db)
+        assert segments(db, []) == [] and segments(db, ["missing"]) == []
+    assert {c for c, _s in of_a} == {str(a.id)} and len(of_a) >= 2  # metadata + vector
+    assert len(vector_a) == 1 and vector_a[0] in of_a
+    assert set(of_a) < set(every)  # b's segments too
+    del a, client
+    SharedSystemClient.clear_system_cache()
+    with read_only(tmp_path) as db, pytest.raises(sqlite3.OperationalError):
+        db.execute("DELETE FROM segments")  # read-only: nothing here can change the store

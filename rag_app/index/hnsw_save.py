@@ -20,6 +20,7 @@ from pathlib import Path
 import chromadb
 from chromadb.api.shared_system_client import SharedSystemClient
 
+from rag_app.index.chroma_catalog import read_only, segments
 from rag_app.index.chroma_store import DIM_KEY, HNSW_SYNC_THRESHOLD
 
 logger = logging.getLogger(__name__)
@@ -37,16 +38,11 @@ def unsaved_vectors(persist_dir: str | Path, collection: str) -> int | None:
     files, what its next load applies again, read from Chroma's own SQLite tables (None
     when they do not read as expected)."""
     try:
-        uri = (Path(persist_dir) / "chroma.sqlite3").resolve().as_uri() + "?mode=ro"
-        with sqlite3.connect(uri, uri=True) as db:
-            row = db.execute(
-                "SELECT c.id, s.id FROM collections c JOIN segments s ON s.collection = c.id "
-                "WHERE c.name = ? AND s.scope = 'VECTOR'",
-                (collection,),
-            ).fetchone()
-            if row is None:
+        with read_only(persist_dir) as db:
+            found = segments(db, [collection], vector_only=True)
+            if not found:
                 return None
-            collection_id, segment_id = row
+            collection_id, segment_id = found[0]
             saved = db.execute(
                 "SELECT seq_id FROM max_seq_id WHERE segment_id = ?", (segment_id,)
             ).fetchone()

@@ -14,21 +14,14 @@ import sqlite3
 import uuid
 from pathlib import Path
 
+from rag_app.index.chroma_catalog import read_only, segments
+
 logger = logging.getLogger(__name__)
 
 
 def _segments(persist_dir: Path, collection: str | None = None) -> set[str]:
-    uri = (persist_dir / "chroma.sqlite3").resolve().as_uri() + "?mode=ro"
-    with sqlite3.connect(uri, uri=True) as db:
-        if collection is None:
-            rows = db.execute("SELECT id FROM segments").fetchall()
-        else:
-            rows = db.execute(
-                "SELECT s.id FROM segments s JOIN collections c ON s.collection = c.id "
-                "WHERE c.name = ?",
-                (collection,),
-            ).fetchall()
-    return {str(r[0]) for r in rows}
+    with read_only(persist_dir) as db:
+        return {s for _c, s in segments(db, None if collection is None else [collection])}
 
 
 def segment_ids(persist_dir: str | Path | None, collection: str) -> set[str]:

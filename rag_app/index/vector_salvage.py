@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
 from pathlib import Path
 
 import chromadb
 from chromadb.api import ClientAPI
 from chromadb.api.shared_system_client import SharedSystemClient
+
+from rag_app.index.chroma_catalog import read_only, segments
 
 logger = logging.getLogger(__name__)
 
@@ -52,15 +53,11 @@ def set_aside(persist_dir: str | Path, names: list[str]) -> list[Path]:
     """Move the HNSW folders of collections `names` to `<persist_dir>/damaged-vector-index/
     <time>/`; returns where they went. Call with no client open on `persist_dir`."""
     root = Path(persist_dir)
-    with sqlite3.connect(root / "chroma.sqlite3") as db:
-        rows = db.execute(
-            "SELECT s.id FROM segments s JOIN collections c ON s.collection = c.id "
-            f"WHERE s.scope = 'VECTOR' AND c.name IN ({','.join('?' * len(names))})",
-            names,
-        ).fetchall()
+    with read_only(root) as db:
+        rows = segments(db, names, vector_only=True)
     target = root / ASIDE_DIR / time.strftime("%Y%m%d-%H%M%S")
     moved = []
-    for (segment_id,) in rows:
+    for _collection, segment_id in rows:
         folder = root / str(segment_id)
         if folder.is_dir():
             target.mkdir(parents=True, exist_ok=True)
