@@ -51,6 +51,7 @@ from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web
 from rag_app.index.bm25_index import BM25Index, FieldWeights
 from rag_app.index.chroma_store import ChromaStore, SectionChunk, SourceRecord, make_client
 from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
+from rag_app.index.reindex_carry import Carry
 from rag_app.index.search_gate import SEARCHES
 from rag_app.index.store import EXACT_COPY_INLINE, KnowledgeStore, Neighbourhood, bm25_text
 from rag_app.index.tokenizer import get_tokenizer
@@ -1261,6 +1262,8 @@ class KnowledgeBase:
 
         async def run() -> R:
             async with self._write_lock:
+                if self.store.poll_changes:  # follow another machine's reindex switch first
+                    await asyncio.to_thread(self.store.catch_up)
                 value = await asyncio.to_thread(fn, *args)
             if then is not None:
                 then(value)
@@ -1366,33 +1369,58 @@ class KnowledgeBase:
         )
         copy = store.vector_copy if reuse_copy else None
         self.reembedded = 0
-        try:
-            nodes = list(store.chroma.iter_nodes())
-            batch = 64
-            for start in range(0, len(nodes), batch):
+        batch = 64
+
+        def embed(part: Sequence[BaseNode]) -> None:
+            """Each node's vector under the new collection's model (from the copy first)."""
+            for start in range(0, len(part), batch):
                 if self._closing.is_set():  # the old collection stays; the new one is left over
                     raise StoreUnavailableError("The reindex stopped: the store is closing.")
-                part = nodes[start : start + batch]
-                kept = copy.get(live_key, [n.node_id for n in part], dim) if copy else {}
-                todo = [n for n in part if n.node_id not in kept]
+                some = part[start : start + batch]
+                kept = copy.get(live_key, [n.node_id for n in some], dim) if copy else {}
+                todo = [n for n in some if n.node_id not in kept]
                 if todo:
                     vectors = self.embed_model.get_text_embedding_batch(
                         [embed_text(n) for n in todo]
                     )
                     kept.update(zip([n.node_id for n in todo], vectors, strict=True))
                     self.reembedded += len(todo)
-                for node in part:
+                for node in some:
                     node.embedding = kept[node.node_id]
+
+        # other machines' writes to the live collection meanwhile (`reindex_carry`)
+        carry = Carry(store.log, store.chroma, new, embed) if store.poll_changes else None
+        try:
+            nodes = list(store.chroma.iter_nodes())
+            for start in range(0, len(nodes), batch):
+                part = nodes[start : start + batch]
+                embed(part)
                 new.upsert_nodes(part)
+                if carry is not None:
+                    carry.placed(part)
                 if progress:
                     progress(min(start + batch, len(nodes)), len(nodes))
+            if carry is not None:
+                carry.before_switch()
         except BaseException:
             if not self._closing.is_set():  # searches go on on the old collection: exactly
                 with contextlib.suppress(Exception):
                     store.reopen_chunks()
             raise
-        grace = 30.0 if s.chroma_host else 1.0
-        store.switch_chunks(new, old_name, grace_sec=grace, copy_key=live_key)
+        grace = s.rag_reindex_grace_sec if s.chroma_host else 1.0
+        store.switch_chunks(
+            new,
+            old_name,
+            grace_sec=grace,
+            copy_key=live_key,
+            before_drop=carry.after_switch if carry is not None else None,
+        )
+        if carry is not None and carry.carried:
+            store.resync(list(carry.carried))  # BM25 here, and a closing entry for the others
+            logger.info(
+                "The reindex took in %d sources other writers changed meanwhile.",
+                len(carry.carried),
+            )
         if (whole := store.vector_copy) is not None and whole.usable:
             whole.keep(live_key, [n.node_id for n in nodes])  # other models', chunks gone
             whole.incomplete = not whole.usable  # every chunk's vector was just written

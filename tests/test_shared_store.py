@@ -267,6 +267,45 @@ def test_two_machines_on_one_chroma_server_see_each_others_writes(
     assert len(pids) == 2
 
 
+def test_a_reindex_keeps_what_another_machine_wrote_meanwhile(
+    tmp_path: Path, chroma_server: int
+) -> None:
+    """Machine b re-embeds the shared collection while machine a adds a file and deletes
+    another: after b's switch both machines find a's new file and not the deleted one,
+    in every mode, and the two indexes agree (a's writes went down with the old
+    collection before)."""
+    import chromadb
+
+    a, b = two_machines(tmp_path, chroma_server, "r", RAG_REINDEX_GRACE_SEC="1")
+    bulk = write_notes(tmp_path / "bulk", "bulk", 120, words=2)
+    assert rag(a, "index", str(tmp_path / "bulk")).returncode == 0
+    assert rag(b, "stats").returncode == 0
+    server = chromadb.HttpClient(host="127.0.0.1", port=chroma_server)
+    collection = a["RAG_COLLECTION_NAME"]
+    reindex = rag_async(b, "reindex")
+    deadline = time.monotonic() + 60
+    while not any(c.name.startswith(f"{collection}__") for c in server.list_collections()):
+        assert reindex.poll() is None and time.monotonic() < deadline, reindex.stderr
+        time.sleep(0.1)  # b is re-embedding into its new collection now
+    new = write_notes(tmp_path / "new", "omega", 1)
+    assert rag(a, "index", str(tmp_path / "new")).returncode == 0
+    assert rag(a, "delete", str(bulk[7])).returncode == 0
+    assert reindex.poll() is None  # both writes landed while b re-embedded
+    _out, err = reindex.communicate(timeout=180)
+    assert reindex.returncode == 0, err
+    for env in (a, b):
+        for mode in ("vector", "bm25", "fused"):
+            found = sources_of(rag_json(env, "search", "omega0tok1", "--mode", mode))
+            assert new[0].as_uri() in found, (mode, env is a)
+            gone = sources_of(rag_json(env, "search", "bulk7tok1", "--mode", mode))
+            assert bulk[7].as_uri() not in gone, (mode, env is a)
+        stats = rag_json(env, "stats")
+        assert stats["bm25_documents"] == stats["total_chunks"], stats
+        assert new[0].as_uri() in stats["sources"] and bulk[7].as_uri() not in stats["sources"]
+        assert rag_json(env, "check")["ok"]
+    assert len(rag_json(a, "stats")["sources"]) == 120  # 120 - 1 + 1
+
+
 def test_text_written_for_chroma_reads_back_exactly_on_another_machine(
     tmp_path: Path, chroma_server: int
 ) -> None:

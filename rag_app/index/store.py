@@ -23,7 +23,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from chromadb.api import ClientAPI
@@ -519,11 +519,17 @@ class KnowledgeStore:
         dangling = _dangling([e for e in window if e.origin != own])
         if not dangling:
             return
-        with self._write_lock:
-            for source in dangling:
-                self.sync_source(source)
-            self.bm25.set_cursor(self._claim(self.log.append(dangling, "write")))
+        self.resync(dangling)
         logger.info("Closed %d writes that a stopped writer left open.", len(dangling))
+
+    def resync(self, sources: list[str]) -> None:
+        """Re-sync `sources` from Chroma here and append a closing entry for each, so that
+        every other reader re-syncs them too (a stopped writer's open writes, sources a
+        reindex carried over)."""
+        with self._write_lock:
+            for source in sources:
+                self.sync_source(source)
+            self.bm25.set_cursor(self._claim(self.log.append(sources, "write")))
 
     def sync_source(self, source: str) -> None:
         """Make BM25 hold exactly Chroma's chunks of `source` (and drop an orphan record)."""
@@ -609,11 +615,17 @@ class KnowledgeStore:
         loader.start()
 
     def switch_chunks(
-        self, new: ChromaStore, old_name: str, grace_sec: float, copy_key: str | None = None
+        self,
+        new: ChromaStore,
+        old_name: str,
+        grace_sec: float,
+        copy_key: str | None = None,
+        before_drop: Callable[[], None] | None = None,
     ) -> None:
-        """Point the store at a re-embedded collection, then drop the old one. With
-        `copy_key`, the new collection's rows in the vector copy, staged under
-        `staged(copy_key)` while it was built, become the live ones in the same step."""
+        """Point the store at a re-embedded collection, then drop the old one (after
+        `before_drop`, when given). With `copy_key`, the new collection's rows in the
+        vector copy, staged under `staged(copy_key)` while it was built, become the live
+        ones in the same step."""
         with self._write_lock:
             self.chroma.set_active_chunks(new.collection.name)
             self.chroma = new
@@ -625,6 +637,9 @@ class KnowledgeStore:
             self.log.append(["*"], "switch")
         if grace_sec:
             time.sleep(grace_sec)  # let searches that started on the old collection finish
+        if before_drop is not None:
+            with self._write_lock:
+                before_drop()
         self.drop_collection(old_name)
 
     def drop_collection(self, name: str) -> None:

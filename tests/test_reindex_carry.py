@@ -1,0 +1,114 @@
+"""`Carry`: what other writers change while a reindex builds its new collection (a real
+Chroma; the other machine is a second change-log writer on the same client)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import chromadb
+from llama_index.core.schema import BaseNode, TextNode
+
+from rag_app.index.change_log import ChangeLog
+from rag_app.index.chroma_store import ChromaStore
+from rag_app.index.reindex_carry import Carry
+
+DIM = 4
+
+
+def vector(text: str) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [1.0 + b for b in digest[:DIM]]
+
+
+def node(source: str, text: str) -> TextNode:
+    return TextNode(
+        id_=f"{source}#{text}", text=text, metadata={"source_url": source}, embedding=vector(text)
+    )
+
+
+class Setup:
+    def __init__(self, tmp_path: Path) -> None:
+        client = chromadb.PersistentClient(path=str(tmp_path))
+        self.old = ChromaStore(client, "knowledge", model_name="m", dimension=DIM)
+        self.new = ChromaStore(
+            client, "knowledge", model_name="m", dimension=DIM, chunk_collection="knowledge__next"
+        )
+        self.log = ChangeLog(client, "knowledge")  # the reindexing machine
+        self.other = ChangeLog(client, "knowledge")  # another machine writing meanwhile
+        self.embedded: list[str] = []
+
+    def embed(self, nodes: Sequence[BaseNode]) -> None:
+        for n in nodes:
+            n.embedding = vector(n.get_content())
+            self.embedded.append(n.node_id)
+
+    def write(self, store: ChromaStore, source: str, texts: list[str]) -> None:
+        """The other machine makes `store` hold `texts` for `source`, with its entries."""
+        self.other.append([source], "begin")
+        stale = set(store.ids_for_source(source)) - {f"{source}#{t}" for t in texts}
+        store.upsert_nodes([node(source, t) for t in texts])
+        if stale:
+            store.delete_ids(sorted(stale))
+        self.other.append([source], "write")
+
+    def snapshot(self, carry: Carry, nodes: list[TextNode]) -> None:
+        """The reindex's own pass: embedded (not counted) and written, as it was read."""
+        for n in nodes:
+            n.embedding = vector(n.get_content())
+        self.new.upsert_nodes(nodes)
+        carry.placed(nodes)
+
+    def texts(self, store: ChromaStore, source: str) -> set[str]:
+        return {n.get_content() for n in store.source_nodes(source)}
+
+
+def test_changes_before_the_switch_are_carried_and_only_new_text_is_embedded(
+    tmp_path: Path,
+) -> None:
+    s = Setup(tmp_path)
+    s.old.upsert_nodes([node("s1", "a1"), node("s1", "a2"), node("s2", "b1")])
+    carry = Carry(s.log, s.old, s.new, s.embed)
+    s.snapshot(carry, s.old.source_nodes("s1") + s.old.source_nodes("s2"))
+    s.write(s.old, "s1", ["a1", "a3"])  # a2 replaced by a3
+    s.write(s.old, "s3", ["c1"])  # a new source
+    s.write(s.old, "s2", [])  # deleted
+    carry.before_switch()
+    assert s.texts(s.new, "s1") == {"a1", "a3"}
+    assert s.texts(s.new, "s3") == {"c1"} and s.texts(s.new, "s2") == set()
+    assert sorted(s.embedded) == ["s1#a3", "s3#c1"]  # a1 kept its vector in the new one
+    assert list(carry.carried) == ["s1", "s3", "s2"]
+
+
+def test_a_chunk_the_paged_snapshot_missed_is_settled_id_by_id(tmp_path: Path) -> None:
+    """No change-log entry names it (a page shifted under the snapshot's offsets)."""
+    s = Setup(tmp_path)
+    s.old.upsert_nodes([node("s1", "a1"), node("s1", "a2"), node("s2", "b1")])
+    carry = Carry(s.log, s.old, s.new, s.embed)
+    s.snapshot(carry, [node("s1", "a1"), node("s2", "b1"), node("s9", "gone")])
+    carry.before_switch()
+    assert s.texts(s.new, "s1") == {"a1", "a2"}  # the missed chunk
+    assert s.texts(s.new, "s9") == set()  # a chunk no longer in the live collection
+    assert s.texts(s.new, "s2") == {"b1"}
+
+
+def test_after_the_switch_a_late_write_is_carried_but_a_newer_one_stands(
+    tmp_path: Path,
+) -> None:
+    s = Setup(tmp_path)
+    s.old.upsert_nodes([node("s1", "a1"), node("s2", "b1"), node("s3", "c1")])
+    carry = Carry(s.log, s.old, s.new, s.embed)
+    s.snapshot(carry, s.old.source_nodes("s1") + s.old.source_nodes("s2"))
+    s.snapshot(carry, s.old.source_nodes("s3"))
+    carry.before_switch()
+    # the switch: the other machine had not seen it for s1, saw it before its 2nd s2 write
+    s.write(s.old, "s1", ["a2"])
+    s.write(s.old, "s2", ["b2"])
+    s.write(s.new, "s2", ["b3"])
+    s.write(s.new, "s3", ["c2"])  # written into the new collection only
+    carry.after_switch()
+    assert s.texts(s.new, "s1") == {"a2"}
+    assert s.texts(s.new, "s2") == {"b3"}  # its later write, not the old collection's b2
+    assert s.texts(s.new, "s3") == {"c2"}
+    assert "s2" not in carry.carried and "s3" not in carry.carried
