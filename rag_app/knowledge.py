@@ -1311,6 +1311,16 @@ class KnowledgeBase:
         """Compare BM25 with Chroma chunk by chunk (and repair with `repair`)."""
         await self.open(allow_model_mismatch=True)
         async with self._write_lock:
+            if not self.store.poll_changes:
+                return await asyncio.to_thread(self.store.check, repair)
+            # another machine's writes are applied first, as a search would; one landing
+            # during the comparison shows as a difference, so a difference is looked at
+            # again after catching up (what stays is real)
+            await asyncio.to_thread(self.store.catch_up)
+            report = await asyncio.to_thread(self.store.check, False)
+            if report.ok and not repair:
+                return report
+            await asyncio.to_thread(self.store.catch_up)
             return await asyncio.to_thread(self.store.check, repair)
 
     @_storage_guard

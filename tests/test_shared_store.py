@@ -252,6 +252,7 @@ def test_two_machines_on_one_chroma_server_see_each_others_writes(
     notes = write_notes(tmp_path / "notes", "theta", 3)
     assert rag(a, "stats").returncode == 0 and rag(b, "stats").returncode == 0  # both up
     assert rag(a, "index", str(tmp_path / "notes")).returncode == 0
+    assert rag_json(b, "check")["ok"]  # b applies a's writes before comparing, as a search
     for mode in ("vector", "bm25", "fused", "separate"):  # vector first: it catches up too
         found = rag_json(b, "search", "theta2tok1", "--mode", mode)
         assert notes[2].as_uri() in sources_of(found), mode
