@@ -133,6 +133,14 @@ class RAGSettings(BaseSettings):
         """`NAME=` (as env.example documents for optional settings) means "not set"."""
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("chromadb_persist_dir", "bm25_persist_dir")
+    @classmethod
+    def _a_folder(cls, value: str) -> str:
+        """An empty folder setting kept nothing on disk, or put Chroma's file at `/`."""
+        if not value.strip():
+            raise ValueError("must name a folder (empty keeps nothing where the next start looks)")
+        return value
+
     @field_validator("rag_collection_name")
     @classmethod
     def _collection_name(cls, value: str) -> str:

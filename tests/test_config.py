@@ -34,6 +34,9 @@ def test_env_beats_dotenv_beats_default(monkeypatch: pytest.MonkeyPatch, tmp_pat
         ({"EMBEDDING_PROVIDER": "magic"}, "EMBEDDING_PROVIDER"),
         ({"EMBEDDING_PROVIDER": "online"}, "OPENAI_API_KEY"),
         ({"RAG_CHUNK_SIZE": "abc"}, "RAG_CHUNK_SIZE"),
+        ({"CHROMADB_PERSIST_DIR": ""}, "CHROMADB_PERSIST_DIR"),  # Chroma wrote to /
+        ({"BM25_PERSIST_DIR": " "}, "BM25_PERSIST_DIR"),  # kept in memory only
+        ({"RAG_REINDEX_GRACE_SEC": "-1"}, "RAG_REINDEX_GRACE_SEC"),
     ],
 )
 def test_invalid_values_fail_with_one_sentence(
