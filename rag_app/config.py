@@ -115,6 +115,7 @@ class RAGSettings(BaseSettings):
     rag_service_start_timeout_sec: float = Field(120.0, gt=0, le=3600)
     rag_store_stall_sec: float = Field(120.0, ge=5, le=3600)
     rag_reindex_grace_sec: float = Field(30.0, ge=0, le=600)
+    rag_chroma_timeout_sec: float = Field(120.0, gt=0, le=3600)
 
     # rag-mcp over streamable HTTP: bearer token (required off loopback), extra Host names
     rag_mcp_token: str = ""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import errno
 
+import httpx
+
 from rag_app.config import RAGSettings
 from rag_app.errors import StoreUnavailableError
 
@@ -50,6 +52,12 @@ def storage_error(err: BaseException, settings: RAGSettings) -> StoreUnavailable
         return StoreUnavailableError(
             f"{_sentence_start(_where(settings))} (or BM25_PERSIST_DIR) cannot be written "
             "(read-only or no permission); make it writable and run the command again."
+        )
+    if settings.chroma_host and isinstance(err, httpx.TimeoutException):
+        return StoreUnavailableError(
+            f"{_sentence_start(_where(settings))} did not answer within "
+            f"{settings.rag_chroma_timeout_sec:g} s (RAG_CHROMA_TIMEOUT_SEC); check that it "
+            "runs and run the command again."
         )
     if settings.chroma_host and (
         isinstance(err, ConnectionError) or any(m in text for m in _UNREACHABLE)

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 import chromadb
+import httpx
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from llama_index.core.schema import BaseNode, TextNode
@@ -159,11 +160,27 @@ def embedded(client: ClientAPI) -> bool:
     return "fastapi" not in str(client.get_settings().chroma_api_impl).lower()
 
 
+def bound_requests(client: ClientAPI, seconds: float) -> None:
+    """Give a Chroma HTTP client's requests a time limit. chromadb builds its httpx
+    session with `timeout=None` and has no setting for it (chroma-core/chroma#5805; still
+    so in 1.5.9), so a server that accepts connections and stops answering held every
+    search and write for good; the session's default timeout is set here instead."""
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if not isinstance(session, httpx.Client):
+        raise StoreUnavailableError(
+            "This chromadb version keeps its HTTP session elsewhere; requests to the Chroma "
+            "server could not be given a time limit."
+        )
+    session.timeout = httpx.Timeout(seconds, connect=min(seconds, 10.0))
+
+
 def make_client(settings: RAGSettings) -> ClientAPI:
     """A Chroma client: HTTP when `CHROMA_HOST` is set, else embedded on disk."""
     try:
         if settings.chroma_host:
-            return chromadb.HttpClient(host=settings.chroma_host, port=settings.chroma_port)
+            client = chromadb.HttpClient(host=settings.chroma_host, port=settings.chroma_port)
+            bound_requests(client, settings.rag_chroma_timeout_sec)
+            return client
         return chromadb.PersistentClient(path=settings.chromadb_persist_dir)
     except Exception as err:  # chromadb raises many types for the same situation
         where = (

@@ -62,6 +62,40 @@ def test_chroma_server_down_then_back(tmp_path: Path) -> None:
         server.wait()
 
 
+def test_a_chroma_server_that_stops_answering_is_one_sentence_within_the_limit(
+    tmp_path: Path,
+) -> None:
+    """A server that accepts connections and answers nothing (stopped with SIGSTOP): a
+    search and a write fail within RAG_CHROMA_TIMEOUT_SEC instead of waiting for good,
+    and work again once it answers."""
+    port = _free_port()
+    server = _start_chroma(tmp_path / "server", port)
+    env = store_env(
+        tmp_path, CHROMA_HOST="127.0.0.1", CHROMA_PORT=str(port), RAG_CHROMA_TIMEOUT_SEC="2"
+    )
+    try:
+        notes = write_notes(tmp_path / "notes", "sigma", 2)
+        assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+        server.send_signal(signal.SIGSTOP)
+        for args in (("search", "sigma1tok0"), ("index", str(tmp_path / "more"))):
+            write_notes(tmp_path / "more", "tau", 1)
+            start = time.monotonic()
+            hung = rag(env, *args, timeout=60)
+            assert time.monotonic() - start < 30, args
+            assert hung.returncode == 1, (args, hung.stdout)
+            line = hung.stderr.strip().splitlines()[-1]
+            assert "did not answer within 2 s" in line and "RAG_CHROMA_TIMEOUT_SEC" in line, line
+        server.send_signal(signal.SIGCONT)
+        found = rag_json(env, "search", "sigma1tok0")
+        assert notes[1].as_uri() in {h["source_url"] for h in found["hits"]}
+        assert rag(env, "index", str(tmp_path / "more")).returncode == 0
+        assert rag_json(env, "check")["ok"]
+    finally:
+        server.send_signal(signal.SIGCONT)
+        server.kill()
+        server.wait()
+
+
 def test_a_full_disk_is_one_sentence_and_loses_nothing(tmp_path: Path) -> None:
     env = store_env(tmp_path, RAG_STORE_STALL_SEC="10")
     write_notes(tmp_path / "base", "lam", 3)
