@@ -65,6 +65,8 @@ class StoreOwnerLock:
         self.dirs = dirs
         self._locks = [FileLock(d / LOCK_NAME, timeout=0) for d in dirs]
         self._held: list[FileLock] = []
+        self._inodes: list[tuple[int, int]] = []
+        """(device, inode) of each lock file as taken (see `intact`)."""
 
     @classmethod
     def for_settings(cls, settings: RAGSettings) -> StoreOwnerLock | None:
@@ -88,6 +90,7 @@ class StoreOwnerLock:
             for lock in self._locks:
                 lock.acquire(timeout=timeout)
                 self._held.append(lock)
+            self._inodes = [_identity(Path(lock.lock_file)) for lock in self._locks]
         except Timeout:
             self.release()
             owner = read_info(self.primary)
@@ -101,6 +104,16 @@ class StoreOwnerLock:
         while self._held:
             self._held.pop().release()
 
+    def intact(self) -> bool:
+        """Every lock file is still the one this process locked. A folder removed (or its
+        lock file replaced) under a running owner lets another process lock a new file
+        there and own the same store beside it."""
+        try:
+            now = [_identity(Path(lock.lock_file)) for lock in self._locks]
+        except OSError:
+            return False
+        return bool(self._held) and now == self._inodes
+
     def write_info(self, info: dict[str, Any]) -> None:
         """Publish how to reach the owner (atomic replace, readable by this user only)."""
         path = self.primary / INFO_NAME
@@ -113,7 +126,15 @@ class StoreOwnerLock:
         os.replace(tmp, path)
 
     def clear_info(self) -> None:
-        (self.primary / INFO_NAME).unlink(missing_ok=True)
+        """Remove the published details if they are still this process's (a folder
+        replaced under it may hold another owner's by now)."""
+        if read_info(self.primary).get("pid") == os.getpid():
+            (self.primary / INFO_NAME).unlink(missing_ok=True)
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_dev, st.st_ino
 
 
 def read_info(directory: Path) -> dict[str, Any]:

@@ -307,6 +307,29 @@ def test_a_reindex_keeps_what_another_machine_wrote_meanwhile(
     assert len(rag_json(a, "stats")["sources"]) == 120  # 120 - 1 + 1
 
 
+def test_an_owner_whose_folder_is_removed_under_it_steps_down_at_once(
+    tmp_path: Path, chroma_server: int
+) -> None:
+    """The BM25 folder (on a Chroma server, where the owner lock lives) is deleted while
+    its owner runs: the next command would lock a new file there and start a second owner
+    beside it, so the first one exits by itself, and the next one rebuilds BM25."""
+    import shutil
+
+    a, _b = two_machines(tmp_path, chroma_server, "o")
+    notes = write_notes(tmp_path / "notes", "rho", 3)
+    assert rag(a, "index", str(tmp_path / "notes")).returncode == 0
+    folder = Path(a["BM25_PERSIST_DIR"])
+    first = json.loads((folder / ".rag-owner.json").read_text())["pid"]
+    shutil.rmtree(folder)
+    wait_gone(first, timeout=15)  # it noticed, and left without writing anything
+    found = rag_json(a, "search", "rho2tok1", "--mode", "bm25")
+    assert notes[2].as_uri() in sources_of(found)
+    stats = rag_json(a, "stats")
+    assert stats["bm25_documents"] == stats["total_chunks"] > 0
+    second = json.loads((folder / ".rag-owner.json").read_text())["pid"]
+    assert second != first and rag_json(a, "check")["ok"]
+
+
 def test_text_written_for_chroma_reads_back_exactly_on_another_machine(
     tmp_path: Path, chroma_server: int
 ) -> None:

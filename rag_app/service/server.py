@@ -38,6 +38,8 @@ Progress = Callable[[int, int], None]
 Work = Callable[[dict[str, Any], Progress], Awaitable[Any]]
 GRACE_SEC = 10.0
 HEARTBEAT_SEC = 5.0
+LOCK_WATCH_SEC = 2.0
+"""How often the owner checks that its lock files are still the ones it locked."""
 VECTOR_CHECK_PENDING = ".rag-vector-check-pending"
 """In the store folder while the vector index still needs checking after an abnormal stop."""
 FAILED_LINGER_SEC = 3.0  # a line at least this often, so clients can tell slow from gone
@@ -103,6 +105,7 @@ class StoreService:
             loop.add_signal_handler(sig, self.stop.set)
         logger.info("Store service %d on 127.0.0.1:%d for %s", os.getpid(), port, lock.primary)
         watcher = asyncio.create_task(self._idle_watch())
+        guard = asyncio.create_task(self._lock_watch(lock))
         code = 0
         try:
             await self._open()
@@ -119,6 +122,7 @@ class StoreService:
                 await self.kb.cancel_jobs()  # what they committed stays
             await self._drain()
             watcher.cancel()
+            guard.cancel()
             lock.clear_info()
             await runner.cleanup()
             wedged = self.inflight > 0 or self._write_in_progress()
@@ -221,6 +225,22 @@ class StoreService:
                 logger.info("Idle for %.0f s: stopping.", idle)
                 self.stop.set()
                 return
+
+    async def _lock_watch(self, lock: StoreOwnerLock) -> None:
+        """Exit at once when the store's folder is removed or replaced under this owner
+        (`StoreOwnerLock.intact`): the next client locks a new file there and starts a
+        second owner, and two owners must never write one store. Exiting as a kill
+        would (no closing writes) is what the store is built to recover from."""
+        while True:
+            await asyncio.sleep(LOCK_WATCH_SEC)
+            if not lock.intact():
+                logger.error(
+                    "The store folder %s was removed or replaced while this service owned "
+                    "it; stopping at once (the next command starts a new store service).",
+                    lock.primary,
+                )
+                logging.shutdown()
+                os._exit(75)
 
     async def _drain(self) -> None:
         deadline = time.monotonic() + GRACE_SEC
