@@ -149,8 +149,12 @@ class Cursor:
             self.origins[origin] = [seq, now_ms()]
 
     def advance(self, entries: list[Change]) -> None:
+        """Mark `entries` as applied. The read position never passes this machine's own
+        clock: an entry from a machine whose clock runs ahead would move the next poll's
+        window past every other writer's entries."""
+        now = now_ms()
         for e in entries:
-            self.ts_ms = max(self.ts_ms, e.ts_ms)
+            self.ts_ms = max(self.ts_ms, min(e.ts_ms, now))
             last = self.origins.get(e.origin, [0, 0])
             if e.seq > last[0]:
                 self.origins[e.origin] = [e.seq, e.ts_ms]
