@@ -509,6 +509,8 @@ class KnowledgeBase:
         (a page deleted meanwhile stays deleted, under both URLs).
         """
         await self.open()
+        if self.store.poll_changes:  # another machine's reindex may have switched collections
+            await asyncio.to_thread(self.store.catch_up)
         title = shorten(title, MAX_TITLE_CHARS)
         digest = content_hash(title, text, self.settings.rag_embed_context)
         old = await asyncio.to_thread(self.store.get_source, source)

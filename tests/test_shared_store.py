@@ -294,7 +294,12 @@ def test_a_reindex_keeps_what_another_machine_wrote_meanwhile(
     assert reindex.poll() is None  # both writes landed while b re-embedded
     _out, err = reindex.communicate(timeout=180)
     assert reindex.returncode == 0, err
+    later = write_notes(tmp_path / "later", "psi", 1)  # a, first thing after the switch
+    done = rag(a, "index", str(tmp_path / "later"))  # (it wrote to the dropped collection)
+    assert done.returncode == 0, done.stderr
     for env in (a, b):
+        found = sources_of(rag_json(env, "search", "psi0tok1", "--mode", "vector"))
+        assert later[0].as_uri() in found, env is a
         for mode in ("vector", "bm25", "fused"):
             found = sources_of(rag_json(env, "search", "omega0tok1", "--mode", mode))
             assert new[0].as_uri() in found, (mode, env is a)
@@ -304,7 +309,7 @@ def test_a_reindex_keeps_what_another_machine_wrote_meanwhile(
         assert stats["bm25_documents"] == stats["total_chunks"], stats
         assert new[0].as_uri() in stats["sources"] and bulk[7].as_uri() not in stats["sources"]
         assert rag_json(env, "check")["ok"]
-    assert len(rag_json(a, "stats")["sources"]) == 120  # 120 - 1 + 1
+    assert len(rag_json(a, "stats")["sources"]) == 121  # 120 - 1 + 1 + 1
 
 
 def test_an_owner_whose_folder_is_removed_under_it_steps_down_at_once(
