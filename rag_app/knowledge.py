@@ -1357,10 +1357,8 @@ class KnowledgeBase:
         # its vectors are about to be replaced
         store.reopen_chunks(exact_copy=False)
         old_name = store.chroma.collection.name
-        leftovers = (f"{name}__", f"{name}-reindex")  # of an interrupted reindex
-        for c in store.client.list_collections():
-            if c.name != old_name and c.name.startswith(leftovers):
-                store.drop_collection(c.name)
+        for leftover in store.reindex_leftovers(name, old_name):  # of an interrupted reindex
+            store.drop_collection(leftover)
         # the vector copy's rows of the new collection are staged under their own name
         # until the switch: the live ones stay those of the live collection meanwhile
         live_key = model_key(s.embedding_model_name, dim)

@@ -13,6 +13,7 @@ from llama_index.core.schema import BaseNode, TextNode
 from rag_app.index.change_log import ChangeLog
 from rag_app.index.chroma_store import ChromaStore
 from rag_app.index.reindex_carry import Carry
+from rag_app.index.store import reindex_leftovers
 
 DIM = 4
 
@@ -112,3 +113,19 @@ def test_after_the_switch_a_late_write_is_carried_but_a_newer_one_stands(
     assert s.texts(s.new, "s2") == {"b3"}  # its later write, not the old collection's b2
     assert s.texts(s.new, "s3") == {"c2"}
     assert "s2" not in carry.carried and "s3" not in carry.carried
+
+
+def test_only_this_stores_leftovers_are_dropped_never_another_stores() -> None:
+    names = [
+        "knowledge", "knowledge_sources", "knowledge_changes",  # the store, live
+        "knowledge__1a2b3c4d",  # an interrupted reindex of it
+        "knowledge-reindex",  # an early version's
+        "knowledge__archive", "knowledge__archive_sources", "knowledge__archive_changes",
+        "knowledge__0badf00d", "knowledge__0badf00d_sources",  # another store, hex name
+        "knowledge-reindex2", "knowledgebase__1a2b3c4d",
+    ]  # fmt: skip
+    assert reindex_leftovers(names, "knowledge", "knowledge") == [
+        "knowledge-reindex",
+        "knowledge__1a2b3c4d",
+    ]
+    assert reindex_leftovers(names, "knowledge", "knowledge__1a2b3c4d") == ["knowledge-reindex"]

@@ -21,6 +21,7 @@ import contextlib
 import faulthandler
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -642,6 +643,10 @@ class KnowledgeStore:
                 before_drop()
         self.drop_collection(old_name)
 
+    def reindex_leftovers(self, name: str, live: str) -> list[str]:
+        """Chunk collections an interrupted reindex of store `name` left (`reindex_leftovers`)."""
+        return reindex_leftovers([c.name for c in self.client.list_collections()], name, live)
+
     def drop_collection(self, name: str) -> None:
         """Delete a chunk collection no longer used, and on the embedded store the vector
         folder Chroma leaves behind (`segment_files`)."""
@@ -654,3 +659,15 @@ class KnowledgeStore:
         except Exception as err:  # already gone: nothing to clean up
             logger.info("Old chunk collection %s not deleted: %s", name, err)
         remove_left_behind(persist_dir, segments)
+
+
+def reindex_leftovers(names: Sequence[str], name: str, live: str) -> list[str]:
+    """Of the collection `names`, the chunk collections an interrupted reindex of store
+    `name` left: `<name>__<8 hex>` (or an early version's `<name>-reindex`) other than
+    `live`. Never another store's on a shared server, such as one named `<name>__archive`
+    or `<name>__0badf00d`: a store has its own sources collection, a leftover has none."""
+    present = set(names)
+    ours = re.compile(rf"{re.escape(name)}(__[0-9a-f]{{8}}|-reindex)")
+    return sorted(
+        n for n in present if n != live and ours.fullmatch(n) and f"{n}_sources" not in present
+    )
