@@ -354,6 +354,7 @@ async def _cmd_check(kb: KnowledgeBase, args: argparse.Namespace) -> int:
             f"{state}: chunks={report.chunks} bm25={report.bm25_documents} "
             f"missing_in_bm25={report.missing_in_bm25} extra_in_bm25={report.extra_in_bm25} "
             f"orphan_records={len(report.orphan_records)} "
+            f"mixed_sources={len(report.mixed_sources)} "
             f"unfindable_by_vector={report.unfindable_by_vector}/{report.vector_checked}"
             + (
                 f" missing_in_vector_copy={report.missing_in_vector_copy}"
@@ -363,6 +364,8 @@ async def _cmd_check(kb: KnowledgeBase, args: argparse.Namespace) -> int:
                 else ""
             )
         )
+        for source in report.to_index_again:
+            print(f"  to be indexed again (its stored chunks mixed two versions): {source}")
     return 0 if report.ok or report.repaired else 1
 
 

@@ -361,6 +361,12 @@ class CheckReport:
     missing_in_bm25: int = 0
     extra_in_bm25: int = 0
     orphan_records: list[str] = field(default_factory=list)
+    mixed_sources: list[str] = field(default_factory=list)
+    """Sources whose stored chunks are not the ones their record lists (two machines
+    wrote one source at the same moment, each leaving its own version's chunks)."""
+    to_index_again: list[str] = field(default_factory=list)
+    """Those a repair marked changed: the next `rag index`, crawl or refresh stores each
+    whole again (and drops the other version's chunks)."""
     repaired: bool = False
     vector_checked: int = 0
     unfindable_by_vector: int = 0  # chunks their own embedding does not find (top 10, then 200)
@@ -371,7 +377,9 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return not (self.missing_in_bm25 or self.extra_in_bm25 or self.orphan_records)
+        return not (
+            self.missing_in_bm25 or self.extra_in_bm25 or self.orphan_records or self.mixed_sources
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}

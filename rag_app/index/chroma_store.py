@@ -620,15 +620,18 @@ class ChromaStore:
 
     def source_counts(self) -> dict[str, int]:
         """Chunks per source, read from chunk metadata (a scan; for consistency checks)."""
-        counts: dict[str, int] = {}
+        return {source: len(ids) for source, ids in self.source_ids().items()}
+
+    def source_ids(self) -> dict[str, set[str]]:
+        """Chunk ids per source, read from chunk metadata (a scan; for consistency checks)."""
+        found: dict[str, set[str]] = {}
         offset = 0
         while True:
             got = self.collection.get(limit=_BATCH * 5, offset=offset, include=["metadatas"])
             if not got["ids"]:
-                return counts
-            for meta in got["metadatas"] or []:
-                source = str(dict(meta or {}).get("source_url", ""))
-                counts[source] = counts.get(source, 0) + 1
+                return found
+            for i, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                found.setdefault(str(dict(meta or {}).get("source_url", "")), set()).add(i)
             offset += len(got["ids"])
 
     def unfindable(self, ids: Sequence[str], k: int = 10) -> list[str]:

@@ -18,6 +18,7 @@ its next start. Deletes remove the record first, then the chunks.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import logging
 import random
@@ -559,8 +560,15 @@ class KnowledgeStore:
             bm25_ids = self.bm25.ids()
             missing = sorted(chroma_ids - bm25_ids)
             extra = sorted(bm25_ids - chroma_ids)
-            with_chunks = self.chroma.source_counts()
-            orphans = [r.source for r in self.chroma.list_sources() if r.source not in with_chunks]
+            with_chunks = self.chroma.source_ids()
+            records = self.chroma.list_sources()
+            orphans = [r.source for r in records if r.source not in with_chunks]
+            mixed = [
+                r
+                for r in records
+                if r.chunk_ids and r.source in with_chunks
+                and set(r.ordered_chunk_ids()) != with_chunks[r.source]
+            ]  # fmt: skip
             sample = sorted(chroma_ids)
             if len(sample) > VECTOR_CHECK_SAMPLE:
                 sample = random.Random(len(sample)).sample(sample, VECTOR_CHECK_SAMPLE)
@@ -571,6 +579,7 @@ class KnowledgeStore:
                 missing_in_bm25=len(missing),
                 extra_in_bm25=len(extra),
                 orphan_records=orphans,
+                mixed_sources=[r.source for r in mixed],
                 vector_checked=len(sample),
                 unfindable_by_vector=len(lost),
             )
@@ -596,8 +605,21 @@ class KnowledgeStore:
                     self.bm25.add([bm25_doc(n) for n in nodes])
                 for source in orphans:
                     self.chroma.delete_source_record(source)
+                report.to_index_again = self._mark_changed(mixed)
                 report.repaired = True
             return report
+
+    def _mark_changed(self, records: list[SourceRecord]) -> list[str]:
+        """Mark these sources' records changed, so that the next `rag index`, crawl or
+        refresh stores each whole again through the normal write, which removes the
+        chunks its record does not list (nothing is deleted here: the other version may
+        be a write still going on elsewhere)."""
+        for record in records:
+            cleared = dataclasses.replace(
+                record, content_hash="", etag="", last_modified="", mtime=0.0
+            )
+            self.chroma.put_source(cleared)
+        return [r.source for r in records]
 
     # ----------------------------------------------------------------- reindex
     def reopen_chunks(self, exact_copy: bool = True) -> None:
