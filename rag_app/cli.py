@@ -365,7 +365,7 @@ async def _cmd_check(kb: KnowledgeBase, args: argparse.Namespace) -> int:
             )
         )
         for source in report.to_index_again:
-            print(f"  to be indexed again (its stored chunks mixed two versions): {source}")
+            print(f"  to be stored again by the next index, crawl or refresh: {source}")
     return 0 if report.ok or report.repaired else 1
 
 

@@ -365,8 +365,9 @@ class CheckReport:
     """Sources whose stored chunks are not the ones their record lists (two machines
     wrote one source at the same moment, each leaving its own version's chunks)."""
     to_index_again: list[str] = field(default_factory=list)
-    """Those a repair marked changed: the next `rag index`, crawl or refresh stores each
-    whole again (and drops the other version's chunks)."""
+    """Sources whose record is marked changed (by a repair of the above, or after a write
+    cut off between its chunks and its record): the next `rag index`, crawl or refresh
+    stores each whole again, dropping chunks its record does not list. Not part of `ok`."""
     repaired: bool = False
     vector_checked: int = 0
     unfindable_by_vector: int = 0  # chunks their own embedding does not find (top 10, then 200)

@@ -522,7 +522,21 @@ class KnowledgeStore:
         if not dangling:
             return
         self.resync(dangling)
-        logger.info("Closed %d writes that a stopped writer left open.", len(dangling))
+        with self._write_lock:  # cut off between its chunks and its record: store it again
+            records = self.chroma.get_sources(dangling)
+            cut = [
+                r
+                for r in records.values()
+                if r.chunk_ids
+                and r.content_hash
+                and set(r.ordered_chunk_ids()) != set(self.chroma.ids_for_source(r.source))
+            ]
+            self._mark_changed(cut)
+        logger.info(
+            "Closed %d writes that a stopped writer left open (%d to be stored again).",
+            len(dangling),
+            len(cut),
+        )
 
     def resync(self, sources: list[str]) -> None:
         """Re-sync `sources` from Chroma here and append a closing entry for each, so that
@@ -563,12 +577,13 @@ class KnowledgeStore:
             with_chunks = self.chroma.source_ids()
             records = self.chroma.list_sources()
             orphans = [r.source for r in records if r.source not in with_chunks]
-            mixed = [
+            unlike = [
                 r
                 for r in records
                 if r.chunk_ids and r.source in with_chunks
                 and set(r.ordered_chunk_ids()) != with_chunks[r.source]
             ]  # fmt: skip
+            mixed = [r for r in unlike if r.content_hash]  # else already marked changed
             sample = sorted(chroma_ids)
             if len(sample) > VECTOR_CHECK_SAMPLE:
                 sample = random.Random(len(sample)).sample(sample, VECTOR_CHECK_SAMPLE)
@@ -580,6 +595,7 @@ class KnowledgeStore:
                 extra_in_bm25=len(extra),
                 orphan_records=orphans,
                 mixed_sources=[r.source for r in mixed],
+                to_index_again=[r.source for r in unlike if not r.content_hash],
                 vector_checked=len(sample),
                 unfindable_by_vector=len(lost),
             )
@@ -605,7 +621,7 @@ class KnowledgeStore:
                     self.bm25.add([bm25_doc(n) for n in nodes])
                 for source in orphans:
                     self.chroma.delete_source_record(source)
-                report.to_index_again = self._mark_changed(mixed)
+                report.to_index_again += self._mark_changed(mixed)
                 report.repaired = True
             return report
 
