@@ -10,6 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_server.app_context import DEFAULT_HEARTBEAT_SEC, AppContext, make_lifespan
 from mcp_server.arguments import check_arguments
 from mcp_server.loader import KnowledgeBaseFactory
+from mcp_server.stdio_lines import REFUSED
 from mcp_server.tools import TOOLS
 from rag_app.config import RAGSettings, get_settings
 from rag_app.failure_text import failure_line
@@ -32,6 +33,9 @@ class RagServer(MCPServer[AppContext]):
     in the tools' failure frame (`エラー: 検索に失敗しました。 原因: …`)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        refused = (arguments or {}).get(REFUSED)
+        if isinstance(refused, str):  # a request the SDK could not read (`stdio_lines`)
+            raise ToolError(failure_line(name, refused[:300]))
         tool = self._tool_manager.get_tool(name)
         if tool is not None:
             problem = check_arguments(name, tool.parameters, arguments or {})

@@ -21,6 +21,60 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def clean_line(line: str) -> str:
+    """`line` with lone surrogates replaced (`_without_lone_surrogates`), and, when the
+    SDK would refuse it for nesting or a number it cannot read, a request that gets an
+    answer instead (`_answerable`)."""
+    return _answerable(_without_lone_surrogates(line))
+
+
+REFUSED = "__refused__"
+"""The argument through which a tool call the SDK could not read is answered with why
+(`mcp_server.server.RagServer.call_tool`)."""
+_NESTING_HINT = 100
+"""Lines with at least this many brackets are read by the SDK's parser here first
+(it refuses a message nested ~200 deep), so that a refusal can be answered."""
+_LONG_NUMBER = re.compile(r"\d{1000}")
+_ID = re.compile(r'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
+_METHOD = re.compile(r'"method"\s*:\s*"([a-z/_]{1,60})"')
+_TOOL = re.compile(r'"name"\s*:\s*"([a-z_]{1,40})"')
+
+
+def _answerable(line: str) -> str:
+    """A request the SDK's parser refuses is dropped by it without a reply, and its
+    client waits for its own timeout: a `tools/call` whose arguments nest ~200 deep or
+    hold a number of thousands of digits. Such a line becomes the same request (same id,
+    tool) with one argument saying why, which the tool answers as a failure; another
+    method becomes an unknown one, which is answered "Method not found". A line whose id
+    cannot be found is left as it is."""
+    if line.count("[") + line.count("{") < _NESTING_HINT and not _LONG_NUMBER.search(line):
+        return line
+    from mcp import types
+
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        return line
+    except ValueError:
+        pass
+    found = _ID.search(line)
+    method = _METHOD.search(line)
+    if found is None or method is None:
+        return line
+    request_id = json.loads(found.group(1))
+    end = "\n" if line.endswith("\n") else ""
+    tool = _TOOL.search(line)
+    if method.group(1) == "tools/call" and tool is not None:
+        why = (
+            "the request's JSON nests too deep or holds a number too long to read "
+            "(arguments are plain strings, numbers and booleans)"
+        )
+        params = {"name": tool.group(1), "arguments": {REFUSED: why}}
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    else:
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "rag/unreadable-request"}
+    return json.dumps(message) + end
+
+
+def _without_lone_surrogates(line: str) -> str:
     """`line` (one JSON-RPC message) with its lone surrogates as U+FFFD, re-serialised;
     unchanged when it has no surrogate escape, is not JSON this cleaning can read, or
     holds one in a request id (a reply must carry the id exactly as sent: such a line is

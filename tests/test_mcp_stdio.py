@@ -6,6 +6,7 @@ in tmp_path and loopback crawling allowed, and serves pages from a local HTTP se
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client
@@ -250,58 +252,103 @@ def test_invalid_setting_stops_start_up_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "RAG_CHUNK_OVERLAP" in lines[0], done.stderr
 
 
+class RawStdio:
+    """A real `rag-mcp` spoken to line by line, so that a test can send JSON the `mcp`
+    client would not: initialised on entry."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        import queue
+        import threading
+
+        env = {
+            **os.environ,
+            "CHROMADB_PERSIST_DIR": str(tmp_path / "chroma_db"),
+            "BM25_PERSIST_DIR": str(tmp_path / "bm25_index"),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mcp_server"],
+            cwd=tmp_path, env=env, text=True, encoding="utf-8",
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.lines: queue.Queue[str] = queue.Queue()
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        out = self.proc.stdout
+        threading.Thread(target=lambda: [self.lines.put(ln) for ln in out], daemon=True).start()
+
+    def __enter__(self) -> RawStdio:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+                 "clientInfo": {"name": "test", "version": "1"}}  # fmt: skip
+        self.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))
+        assert "result" in self.answer(1)
+        self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def answer(self, request_id: int, timeout: float = 30.0) -> dict[str, Any]:
+        import queue
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                message = json.loads(self.lines.get(timeout=deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if message.get("id") == request_id:
+                return dict(message)
+        raise AssertionError(f"no answer to request {request_id} within {timeout:.0f} s")
+
+
 def test_a_request_with_a_lone_surrogate_is_answered(tmp_path: Path) -> None:
     """A client that cut a string inside an emoji sends `\\ud83d` alone: valid JSON that
     the SDK's parser refuses. The request is answered (the query searched with U+FFFD in
     its place) instead of leaving the client waiting."""
-    import json
-    import queue
-    import threading
-
-    env = {
-        **os.environ,
-        "CHROMADB_PERSIST_DIR": str(tmp_path / "chroma_db"),
-        "BM25_PERSIST_DIR": str(tmp_path / "bm25_index"),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcp_server"],
-        cwd=tmp_path, env=env, text=True, encoding="utf-8",
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    lines: queue.Queue[str] = queue.Queue()
-    assert proc.stdout is not None and proc.stdin is not None
-    threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout], daemon=True).start()
-
-    def send(line: str) -> None:
-        proc.stdin.write(line + "\n")
-        proc.stdin.flush()
-
-    def answer(request_id: int, timeout: float = 30.0) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                message = json.loads(lines.get(timeout=deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if message.get("id") == request_id:
-                return message
-        raise AssertionError(f"no answer to request {request_id} within {timeout:.0f} s")
-
-    try:
-        hello = {"protocolVersion": "2025-06-18", "capabilities": {},
-                 "clientInfo": {"name": "test", "version": "1"}}  # fmt: skip
-        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))
-        assert "result" in answer(1)
-        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        call = (
-            '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": '
-            '"rag_search", "arguments": {"query": "スライム\\ud83d"}}}'
-        )
-        send(call)
-        reply = answer(2)
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=30)
+    call = (
+        '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": '
+        '"rag_search", "arguments": {"query": "スライム\\ud83d"}}}'
+    )
+    with RawStdio(tmp_path) as mcp:
+        mcp.send(call)
+        reply = mcp.answer(2)
     assert "result" in reply, reply
     assert reply["result"]["isError"] is False, reply
     assert reply["result"]["structuredContent"]["query"] == "スライム\ufffd"
+
+
+def test_a_request_the_sdk_cannot_read_is_answered_and_the_server_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Arguments nested 250 deep, or a number of 5,000 digits: the SDK's parser refuses
+    the line and dropped it unanswered. Each now gets the tool's one-line failure (or
+    "Method not found" for another method), and the next search is answered."""
+    deep: Any = "x"
+    for _ in range(250):
+        deep = [deep]
+    search = {"name": "rag_search", "arguments": {"query": "a", "mode": deep}}
+    nested = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search}
+    long_number = (
+        '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "rag_stats", '
+        '"arguments": {"limit": ' + "9" * 5000 + "}}}"
+    )
+    other = '{"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"x": ' + "[" * 300
+    with RawStdio(tmp_path) as mcp:
+        mcp.send(json.dumps(nested))
+        mcp.send(long_number)
+        mcp.send(other + "]" * 300 + "}}")
+        search = {"name": "rag_search", "arguments": {"query": "a"}}
+        mcp.send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": search}))
+        replies = [mcp.answer(i) for i in (2, 3, 4, 5)]
+    for reply in replies[:2]:
+        assert reply["result"]["isError"] is True, reply
+        text = reply["result"]["content"][0]["text"]
+        assert "nests too deep or holds a number too long" in text and "\n" not in text, text
+    assert replies[2]["error"]["code"] == -32601, replies[2]  # method not found
+    assert replies[3]["result"]["isError"] is False, replies[3]
