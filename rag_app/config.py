@@ -220,6 +220,15 @@ def load_settings(**overrides: object) -> RAGSettings:
         return RAGSettings(**overrides)  # type: ignore[arg-type]
     except ValidationError as err:
         raise SettingsError(_one_line(err)) from None
+    except UnicodeDecodeError as err:  # python-dotenv reads .env as UTF-8
+        raise SettingsError(
+            f"The settings file .env is not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
+            f"offset {err.start}); save it as UTF-8."
+        ) from None
+    except OSError as err:  # .env is a folder, unreadable, ...
+        raise SettingsError(
+            f"The settings file .env cannot be read ({err.strerror or err}); fix or remove it."
+        ) from None
 
 
 def with_options(settings: RAGSettings, options: dict[str, object]) -> RAGSettings:

@@ -61,3 +61,14 @@ def test_env_example_lists_every_setting() -> None:
     listed = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", example, flags=re.MULTILINE))
     fields = {*RAGSettings.model_fields, *SlackSettings.model_fields}
     assert listed == {name.upper() for name in fields}
+
+
+def test_a_settings_file_that_is_not_utf8_is_one_sentence(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / ".env").write_bytes("RAG_USER_AGENT=Bot-caf\u00e9\n".encode("latin-1"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    message = str(info.value)
+    assert ".env" in message and "UTF-8" in message and "\n" not in message
