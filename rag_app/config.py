@@ -134,6 +134,19 @@ class RAGSettings(BaseSettings):
         """`NAME=` (as env.example documents for optional settings) means "not set"."""
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("rag_user_agent")
+    @classmethod
+    def _header_value(cls, value: str) -> str:
+        """Sent as an HTTP header with every request: a control character (a pasted
+        line end) made every fetch fail."""
+        if (
+            not value.strip()
+            or len(value) > 256
+            or any(ord(c) < 32 or ord(c) == 127 for c in value)
+        ):
+            raise ValueError("must be one line of 1-256 printable characters")
+        return value
+
     @field_validator("chromadb_persist_dir", "bm25_persist_dir")
     @classmethod
     def _a_folder(cls, value: str) -> str:

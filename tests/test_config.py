@@ -35,6 +35,7 @@ def test_env_beats_dotenv_beats_default(monkeypatch: pytest.MonkeyPatch, tmp_pat
         ({"EMBEDDING_PROVIDER": "online"}, "OPENAI_API_KEY"),
         ({"RAG_CHUNK_SIZE": "abc"}, "RAG_CHUNK_SIZE"),
         ({"CHROMADB_PERSIST_DIR": ""}, "CHROMADB_PERSIST_DIR"),  # Chroma wrote to /
+        ({"RAG_USER_AGENT": "Bot/1\r\n"}, "RAG_USER_AGENT"),  # every fetch failed
         ({"BM25_PERSIST_DIR": " "}, "BM25_PERSIST_DIR"),  # kept in memory only
         ({"RAG_REINDEX_GRACE_SEC": "-1"}, "RAG_REINDEX_GRACE_SEC"),
     ],
