@@ -85,10 +85,10 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
                 high = option.get("maximum", high)
             if (low is not None and value < low) or (high is not None and value > high):
                 if high is None:
-                    return f"{tool}: {name!r} must be {low} or more, got {value}."
+                    return f"{tool}: {name!r} must be {low} or more, got {_short(value)}."
                 if low is None:
-                    return f"{tool}: {name!r} must be {high} or less, got {value}."
-                return f"{tool}: {name!r} must be between {low} and {high}, got {value}."
+                    return f"{tool}: {name!r} must be {high} or less, got {_short(value)}."
+                return f"{tool}: {name!r} must be between {low} and {high}, got {_short(value)}."
         if isinstance(value, str):
             limit = MAX_STRING_CHARS.get(name, DEFAULT_MAX_STRING)
             if len(value) > limit:
@@ -97,3 +97,12 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
                     f"{limit:,}. Shorten it."
                 )
     return None
+
+
+def _short(value: object) -> str:
+    """A value as echoed in a message: a number of thousands of digits is cut."""
+    try:
+        text = str(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return "a number of more than 4,300 digits"
+    return text if len(text) <= 40 else f"{text[:20]}… ({len(text):,} characters)"

@@ -7,7 +7,9 @@ Invalid values fail at start-up with one sentence naming the variable
 from __future__ import annotations
 
 import re
+import stat
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -158,10 +160,14 @@ class RAGSettings(BaseSettings):
     @field_validator("rag_collection_name")
     @classmethod
     def _collection_name(cls, value: str) -> str:
-        if not _COLLECTION_NAME.fullmatch(value):
+        if (
+            not _COLLECTION_NAME.fullmatch(value)
+            or ".." in value
+            or re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", value)
+        ):  # Chroma's own rule for collection names
             raise ValueError(
                 "use 3-200 letters, digits, '.', '_' or '-', starting and ending with a "
-                "letter or digit"
+                "letter or digit, with no '..', and not an IPv4 address"
             )
         return value
 
@@ -227,8 +233,22 @@ def _one_line(err: ValidationError) -> str:
     return f"Invalid setting {name}={value!r}: {msg}."
 
 
+def _check_env_file(path: Path) -> None:
+    """A `.env` that is a named pipe or a device would be read forever (a folder is
+    passed over by the reader, as a missing file is)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise SettingsError(
+            f"The settings file {path} is not a regular file; remove or replace it."
+        )
+
+
 def load_settings(**overrides: object) -> RAGSettings:
     """Build settings or raise `SettingsError` with one clear sentence."""
+    _check_env_file(Path(".env"))
     try:
         return RAGSettings(**overrides)  # type: ignore[arg-type]
     except ValidationError as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,8 @@ def test_env_beats_dotenv_beats_default(monkeypatch: pytest.MonkeyPatch, tmp_pat
         ({"RAG_CHUNK_SIZE": "abc"}, "RAG_CHUNK_SIZE"),
         ({"CHROMADB_PERSIST_DIR": ""}, "CHROMADB_PERSIST_DIR"),  # Chroma wrote to /
         ({"RAG_USER_AGENT": "Bot/1\r\n"}, "RAG_USER_AGENT"),  # every fetch failed
+        ({"RAG_COLLECTION_NAME": "a..b"}, "RAG_COLLECTION_NAME"),  # Chroma refused it later
+        ({"RAG_COLLECTION_NAME": "127.0.0.1"}, "RAG_COLLECTION_NAME"),
         ({"BM25_PERSIST_DIR": " "}, "BM25_PERSIST_DIR"),  # kept in memory only
         ({"RAG_REINDEX_GRACE_SEC": "-1"}, "RAG_REINDEX_GRACE_SEC"),
     ],
@@ -73,3 +76,13 @@ def test_a_settings_file_that_is_not_utf8_is_one_sentence(
         load_settings()
     message = str(info.value)
     assert ".env" in message and "UTF-8" in message and "\n" not in message
+
+
+def test_a_settings_file_that_is_a_named_pipe_is_one_sentence_not_a_hang(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    os.mkfifo(tmp_path / ".env")  # reading it would wait for a writer for good
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert ".env" in str(info.value) and "regular file" in str(info.value)

@@ -109,6 +109,7 @@ class StoreService:
         code = 0
         try:
             await self._open()
+            self.last_activity = time.monotonic()  # idle counts from ready, not from start
             lock.write_info({**info, "state": "ready"})
             await self.stop.wait()
         except BaseException as err:  # opening failed: say so to waiting clients, then exit
@@ -221,6 +222,8 @@ class StoreService:
             await asyncio.sleep(min(5.0, idle))
             if self.kb is not None and self.kb.running_jobs:
                 self.last_activity = time.monotonic()  # a running crawl is activity
+            if not self.ready.is_set():
+                continue  # opening is not idleness (a small RAG_SERVICE_IDLE_SEC)
             if self.inflight == 0 and time.monotonic() - self.last_activity > idle:
                 logger.info("Idle for %.0f s: stopping.", idle)
                 self.stop.set()

@@ -1,0 +1,24 @@
+"""`check_arguments`: one sentence per bad argument, short whatever the value's size."""
+
+from __future__ import annotations
+
+from mcp_server.arguments import check_arguments
+
+SCHEMA = {
+    "properties": {
+        "query": {"type": "string"},
+        "n_results": {"type": "integer", "minimum": 1, "maximum": 50},
+    },
+    "required": ["query"],
+}
+
+
+def test_a_huge_number_is_not_echoed_whole() -> None:
+    message = check_arguments("rag_search", SCHEMA, {"query": "q", "n_results": 10**4000})
+    assert message is not None and "between 1 and 50" in message
+    assert len(message) < 200 and "4,001 characters" in message, message
+
+
+def test_a_small_number_is_echoed_as_it_is() -> None:
+    message = check_arguments("rag_search", SCHEMA, {"query": "q", "n_results": 0})
+    assert message is not None and message.endswith("got 0."), message
