@@ -11,6 +11,7 @@ import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -135,6 +136,22 @@ class RAGSettings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         """`NAME=` (as env.example documents for optional settings) means "not set"."""
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("openai_base_url", "lmstudio_base_url", "rag_url_safety_api_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        """An endpoint the embedding or Safe Browsing client calls: said at start, not
+        as the HTTP library's words at the first call."""
+        if value is None:
+            return value
+        try:
+            parts = urlsplit(value)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return value
 
     @field_validator("rag_user_agent")
     @classmethod

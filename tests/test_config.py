@@ -39,6 +39,8 @@ def test_env_beats_dotenv_beats_default(monkeypatch: pytest.MonkeyPatch, tmp_pat
         ({"RAG_USER_AGENT": "Bot/1\r\n"}, "RAG_USER_AGENT"),  # every fetch failed
         ({"RAG_COLLECTION_NAME": "a..b"}, "RAG_COLLECTION_NAME"),  # Chroma refused it later
         ({"RAG_COLLECTION_NAME": "127.0.0.1"}, "RAG_COLLECTION_NAME"),
+        ({"OPENAI_BASE_URL": "::::"}, "OPENAI_BASE_URL"),
+        ({"LMSTUDIO_BASE_URL": "localhost:1234/v1"}, "LMSTUDIO_BASE_URL"),
         ({"BM25_PERSIST_DIR": " "}, "BM25_PERSIST_DIR"),  # kept in memory only
         ({"RAG_REINDEX_GRACE_SEC": "-1"}, "RAG_REINDEX_GRACE_SEC"),
     ],
