@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from rag_app.owner_lock import INFO_NAME, StoreOwnerLock, read_info
@@ -30,7 +32,10 @@ def test_details_are_removed_only_while_they_are_this_processs(tmp_path: Path) -
     lock.write_info({"pid": os.getpid(), "port": 1})
     lock.clear_info()
     assert read_info(tmp_path) == {}
-    (tmp_path / INFO_NAME).write_text(json.dumps({"pid": os.getpid() + 1, "port": 2}))
+    other = subprocess.Popen([sys.executable, "-c", "pass"])
+    other.wait()  # a pid no running process has (the suite's clean-up signals listed pids)
+    (tmp_path / INFO_NAME).write_text(json.dumps({"pid": other.pid, "port": 2}))
     lock.clear_info()  # a newer owner's: left alone
     assert read_info(tmp_path)["port"] == 2
+    (tmp_path / INFO_NAME).unlink()
     lock.release()
