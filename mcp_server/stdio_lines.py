@@ -33,10 +33,22 @@ REFUSED = "__refused__"
 _NESTING_HINT = 100
 """Lines with at least this many brackets are read by the SDK's parser here first
 (it refuses a message nested ~200 deep), so that a refusal can be answered."""
-_LONG_NUMBER = re.compile(r"\d{1000}")
-_ID = re.compile(r'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
-_METHOD = re.compile(r'"method"\s*:\s*"([a-z/_]{1,60})"')
-_TOOL = re.compile(r'"name"\s*:\s*"([a-z_]{1,40})"')
+_DIGITS = re.compile(r"\d+")
+LONG_NUMBER = 1000
+"""A run of this many digits or more makes a line worth reading here first."""
+
+
+def _has_long_number(line: str) -> bool:
+    """A run of `LONG_NUMBER` digits (each run read once: linear in the line)."""
+    return any(m.end() - m.start() >= LONG_NUMBER for m in _DIGITS.finditer(line))
+
+
+class _Number(str):
+    """An integer of the line, kept as its digits (Python refuses to read more than
+    4,300 of them as an int)."""
+
+
+_TOOL = re.compile(r"[a-z_]{1,40}")
 
 
 def _answerable(line: str) -> str:
@@ -44,9 +56,11 @@ def _answerable(line: str) -> str:
     client waits for its own timeout: a `tools/call` whose arguments nest ~200 deep or
     hold a number of thousands of digits. Such a line becomes the same request (same id,
     tool) with one argument saying why, which the tool answers as a failure; another
-    method becomes an unknown one, which is answered "Method not found". A line whose id
-    cannot be found is left as it is."""
-    if line.count("[") + line.count("{") < _NESTING_HINT and not _LONG_NUMBER.search(line):
+    method becomes an unknown one, which is answered "Method not found". The id, method
+    and tool are read with Python's `json` (numbers kept as text, so no digit limit); a
+    line it cannot read either, or whose id is not a string or an integer, is left as it
+    is."""
+    if line.count("[") + line.count("{") < _NESTING_HINT and not _has_long_number(line):
         return line
     from mcp import types
 
@@ -55,23 +69,33 @@ def _answerable(line: str) -> str:
         return line
     except ValueError:
         pass
-    found = _ID.search(line)
-    method = _METHOD.search(line)
-    if found is None or method is None:
+    try:
+        message = json.loads(line, parse_int=_Number, parse_float=lambda _: None)
+    except (ValueError, RecursionError):
         return line
-    request_id = json.loads(found.group(1))
+    if not isinstance(message, dict):
+        return line
+    raw_id, method = message.get("id"), message.get("method")
+    if not isinstance(method, str) or not isinstance(raw_id, str):
+        return line  # a number comes back as text; a float or null id cannot be answered
+    request_id: str | int = raw_id
+    if isinstance(raw_id, _Number):  # a number in the line: answered as the same number
+        if len(raw_id) > 18:
+            return line
+        request_id = int(raw_id)
     end = "\n" if line.endswith("\n") else ""
-    tool = _TOOL.search(line)
-    if method.group(1) == "tools/call" and tool is not None:
+    params = message.get("params")
+    tool = params.get("name") if isinstance(params, dict) else None
+    if method == "tools/call" and isinstance(tool, str) and _TOOL.fullmatch(tool):
         why = (
             "the request's JSON nests too deep or holds a number too long to read "
             "(arguments are plain strings, numbers and booleans)"
         )
-        params = {"name": tool.group(1), "arguments": {REFUSED: why}}
-        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        call = {"name": tool, "arguments": {REFUSED: why}}
+        reply = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": call}
     else:
-        message = {"jsonrpc": "2.0", "id": request_id, "method": "rag/unreadable-request"}
-    return json.dumps(message) + end
+        reply = {"jsonrpc": "2.0", "id": request_id, "method": "rag/unreadable-request"}
+    return json.dumps(reply) + end
 
 
 def _without_lone_surrogates(line: str) -> str:

@@ -6,6 +6,7 @@ Invalid values fail at start-up with one sentence naming the variable
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from functools import lru_cache
@@ -166,10 +167,10 @@ class RAGSettings(BaseSettings):
             raise ValueError("must be one line of 1-256 printable characters")
         return value
 
-    @field_validator("chromadb_persist_dir", "bm25_persist_dir")
+    @field_validator("bm25_persist_dir")
     @classmethod
     def _a_folder(cls, value: str) -> str:
-        """An empty folder setting kept nothing on disk, or put Chroma's file at `/`."""
+        """An empty BM25 folder kept the index in memory only."""
         if not value.strip():
             raise ValueError("must name a folder (empty keeps nothing where the next start looks)")
         return value
@@ -190,6 +191,11 @@ class RAGSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_combinations(self) -> RAGSettings:
+        if not self.chromadb_persist_dir.strip() and not self.chroma_host:
+            raise ValueError(
+                "CHROMADB_PERSIST_DIR is empty; name the folder of the embedded store (or set "
+                "CHROMA_HOST to use a Chroma server)"
+            )
         if self.rag_chunk_overlap >= self.rag_chunk_size:
             raise ValueError(
                 f"RAG_CHUNK_OVERLAP ({self.rag_chunk_overlap}) must be smaller than "
@@ -257,6 +263,8 @@ def _check_env_file(path: Path) -> None:
         mode = path.stat().st_mode
     except OSError:
         return
+    if path.resolve() == Path(os.devnull):
+        return  # a .env blanked out by a link to /dev/null reads empty
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise SettingsError(
             f"The settings file {path} is not a regular file; remove or replace it."

@@ -88,3 +88,14 @@ def test_a_settings_file_that_is_a_named_pipe_is_one_sentence_not_a_hang(
     with pytest.raises(SettingsError) as info:
         load_settings()
     assert ".env" in str(info.value) and "regular file" in str(info.value)
+
+
+def test_values_that_worked_before_still_load(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A .env blanked out by a link to /dev/null; no Chroma folder with a Chroma server."""
+    (tmp_path / ".env").symlink_to(os.devnull)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CHROMA_HOST", "127.0.0.1")
+    monkeypatch.setenv("CHROMADB_PERSIST_DIR", "")
+    assert load_settings().chroma_host == "127.0.0.1"

@@ -47,12 +47,13 @@ class Setup:
 
     def write(self, store: ChromaStore, source: str, texts: list[str]) -> None:
         """The other machine makes `store` hold `texts` for `source`, with its entries."""
-        self.other.append([source], "begin")
+        self.other.append([source], "begin", store.collection.name)
         stale = set(store.ids_for_source(source)) - {f"{source}#{t}" for t in texts}
-        store.upsert_nodes([node(source, t) for t in texts])
+        if texts:
+            store.upsert_nodes([node(source, t) for t in texts])
         if stale:
             store.delete_ids(sorted(stale))
-        self.other.append([source], "write")
+        self.other.append([source], "write" if texts else "delete", store.collection.name)
 
     def snapshot(self, carry: Carry, nodes: list[TextNode]) -> None:
         """The reindex's own pass: embedded (not counted) and written, as it was read."""
@@ -129,3 +130,25 @@ def test_only_this_stores_leftovers_are_dropped_never_another_stores() -> None:
         "knowledge__1a2b3c4d",
     ]
     assert reindex_leftovers(names, "knowledge", "knowledge__1a2b3c4d") == ["knowledge-reindex"]
+
+
+def test_after_the_switch_a_write_that_restores_the_snapshot_stands(tmp_path: Path) -> None:
+    """The other machine undid, in the new collection, what it had done in the old one
+    (re-added a page, changed one back, deleted a new one): its later writes stand, though
+    the new collection then holds exactly what the snapshot put there."""
+    s = Setup(tmp_path)
+    s.old.upsert_nodes([node("x", "x1"), node("y", "y1")])
+    carry = Carry(s.log, s.old, s.new, s.embed)
+    s.snapshot(carry, s.old.source_nodes("x") + s.old.source_nodes("y"))
+    carry.before_switch()
+    s.write(s.old, "x", [])  # before it saw the switch
+    s.write(s.old, "y", ["y2"])
+    s.write(s.old, "z", ["z1"])
+    s.write(s.new, "x", ["x1"])  # after it saw the switch
+    s.write(s.new, "y", ["y1"])
+    s.write(s.new, "z", [])
+    carry.after_switch()
+    assert s.texts(s.new, "x") == {"x1"}
+    assert s.texts(s.new, "y") == {"y1"}
+    assert s.texts(s.new, "z") == set()
+    assert not carry.carried

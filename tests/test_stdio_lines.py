@@ -58,3 +58,33 @@ def test_install_wraps_the_sdks_reader_once(monkeypatch: pytest.MonkeyPatch) -> 
     assert wrapper.__bases__ == (original,)  # wrapped once, not twice
     reader = wrapper(io.BytesIO(b'{"q":"\\ud800"}\n'), encoding="utf-8")
     assert json.loads(reader.readline()) == {"q": "\ufffd"}
+
+
+def _deep(levels: int) -> object:
+    value: object = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_a_line_the_sdk_refuses_is_answered_under_the_id_it_was_sent_with() -> None:
+    """The request id is read as JSON, wherever it stands: an `id` inside the arguments
+    (before it) is not it, a string id stays a string."""
+    call = {"name": "rag_search", "arguments": {"id": 1, "q": _deep(250)}}
+    line = json.dumps({"jsonrpc": "2.0", "method": "tools/call", "params": call, "id": 7})
+    rewritten = json.loads(clean_line(line))
+    assert rewritten["id"] == 7 and rewritten["params"]["name"] == "rag_search"
+    assert "nests too deep" in rewritten["params"]["arguments"]["__refused__"]
+    number = '{"jsonrpc":"2.0","id":"7","method":"tools/call","params":{"name":"rag_stats",'
+    assert (
+        json.loads(clean_line(number + '"arguments":{"limit":' + "9" * 5000 + "}}}"))["id"] == "7"
+    )
+
+
+def test_a_line_whose_id_cannot_be_answered_is_left_as_it_is() -> None:
+    tail = ',"method":"tools/call","params":{"name":"rag_stats","arguments":{"l":' + "9" * 5000
+    for request_id in ("2.5", "12345678901234567890123", "null"):
+        line = '{"jsonrpc":"2.0","id":' + request_id + tail + "}}}"
+        assert clean_line(line) == line
+    normal = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}})
+    assert clean_line(normal) == normal

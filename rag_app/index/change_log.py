@@ -37,6 +37,8 @@ class Change:
     ts_ms: int
     source: str
     op: str
+    into: str = ""
+    """The chunk collection the write went to ("" when not recorded: older versions)."""
 
 
 def now_ms() -> int:
@@ -57,8 +59,9 @@ class ChangeLog:
         """The sequence number the next entry will get."""
         return self._next
 
-    def append(self, sources: list[str], op: str) -> list[Change]:
-        """Record that `sources` change (one entry each); returns the entries written."""
+    def append(self, sources: list[str], op: str, into: str = "") -> list[Change]:
+        """Record that `sources` change (one entry each) in chunk collection `into`;
+        returns the entries written."""
         if not sources:
             return []
         ts = now_ms()
@@ -68,11 +71,20 @@ class ChangeLog:
             ids=[f"{self.origin}-{s:010d}" for s in seqs],
             embeddings=[[0.0] for _ in sources],
             metadatas=[
-                {"origin": self.origin, "seq": s, "ts_ms": ts, "source": src, "op": op}
+                {
+                    "origin": self.origin,
+                    "seq": s,
+                    "ts_ms": ts,
+                    "source": src,
+                    "op": op,
+                    "into": into,
+                }
                 for s, src in zip(seqs, sources, strict=True)
             ],
         )
-        return [Change(self.origin, s, ts, src, op) for s, src in zip(seqs, sources, strict=True)]
+        return [
+            Change(self.origin, s, ts, src, op, into) for s, src in zip(seqs, sources, strict=True)
+        ]
 
     def since(self, ts_ms: int) -> list[Change]:
         """Entries written at or after `ts_ms` (writer's clock)."""
@@ -90,7 +102,7 @@ class ChangeLog:
             try:
                 out.append(
                     Change(str(m["origin"]), int(m["seq"]), int(m["ts_ms"]), str(m["source"]),
-                           str(m["op"]))
+                           str(m["op"]), str(m.get("into", "")))
                 )  # fmt: skip
             except (KeyError, TypeError, ValueError):
                 logger.warning("Ignoring a malformed change-log entry: %r", m)

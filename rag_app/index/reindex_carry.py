@@ -10,8 +10,9 @@ The reindexer therefore follows the change log (`ChangeLog`) from before its sna
   collections id by id once (a snapshot read page by page can miss a chunk when another
   writer deletes meanwhile);
 - after the switch and its grace period, just before the old collection is deleted, once
-  more for writes that started before their writer saw the switch, unless that writer
-  has since written the source into the new collection (its later write stands).
+  more for sources whose latest write went into the old collection (their writer had not
+  seen the switch); a source whose latest write went into the new one stands (each
+  change-log entry names the collection its write went to).
 
 A chunk id is its source and text, so an id already in the new collection has its new
 vector: only text the new collection lacks is embedded. An embedded store has one owner
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from llama_index.core.schema import BaseNode
 
-from rag_app.index.change_log import SKEW_MS, ChangeLog, now_ms
+from rag_app.index.change_log import SKEW_MS, Change, ChangeLog, now_ms
 
 if TYPE_CHECKING:
     from rag_app.index.chroma_store import ChromaStore
@@ -61,8 +62,8 @@ class Carry:
         for node in nodes:
             self._placed.setdefault(source_of(node), set()).add(node.node_id)
 
-    def _fresh(self) -> list[str]:
-        """Sources other writers changed since the last look."""
+    def _fresh_entries(self) -> list[Change]:
+        """Other writers' entries since the last look, oldest first."""
         own = self._log.origin
         entries = [
             e
@@ -70,7 +71,11 @@ class Carry:
             if e.origin != own and e.op != "switch" and (e.origin, e.seq) not in self._seen
         ]
         self._seen.update((e.origin, e.seq) for e in entries)
-        return list(dict.fromkeys(e.source for e in entries))
+        return entries
+
+    def _fresh(self) -> list[str]:
+        """Sources other writers changed since the last look."""
+        return list(dict.fromkeys(e.source for e in self._fresh_entries()))
 
     def _copy(self, source: str) -> None:
         """Make the new collection hold the live collection's chunks of `source`."""
@@ -106,10 +111,22 @@ class Carry:
 
     def after_switch(self) -> None:
         """Carry writes that reached the old collection after the switch (their writer had
-        not seen it), unless the writer wrote the source into the new one since."""
-        for source in self._fresh():
+        not seen it), unless the source's latest write went into the new one: each entry
+        names the collection its write went to, so a later write into the new collection
+        stands even when it restored the snapshot's text."""
+        latest: dict[str, Change] = {}
+        for entry in self._fresh_entries():  # oldest first: the last one per source wins
+            latest[entry.source] = entry
+        old, new = self._old.collection.name, self._new.collection.name
+        for source, entry in latest.items():
+            if entry.into == new:
+                continue  # written into the new collection since the switch: that stands
+            if entry.into == old:
+                self._copy(source)
+                continue
+            # a writer that does not name its collection (an older version): by the ids
             placed = self._placed.get(source, set())
             if set(self._new.ids_for_source(source)) != placed:
-                continue  # written into the new collection since the switch: that stands
+                continue
             if set(self._old.ids_for_source(source)) != placed:
                 self._copy(source)

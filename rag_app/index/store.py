@@ -428,7 +428,7 @@ class KnowledgeStore:
     ) -> int:
         """Make `source` hold exactly `nodes` (embedded); returns how many stale were removed."""
         with self._write_lock, self._timed_write():
-            begin = self.log.append([source], "begin")
+            begin = self.log.append([source], "begin", self.chroma.collection.name)
             stored = set(self.chroma.ids_for_source(source))
             before = stored | set(self.chunk_ids(source))
             waits = self.chroma.write_waits()  # one budget for the whole write
@@ -444,19 +444,19 @@ class KnowledgeStore:
                 self.chroma.put_source(record)
             else:
                 self.chroma.delete_source_record(source)
-            self._claim(self.log.append([source], "write"))  # saved with the next BM25 save
+            self._claim(self.log.append([source], "write", self.chroma.collection.name))
             return len(stale)
 
     def delete_source(self, source: str) -> int:
         """Remove a source's record and chunks; returns the chunk count."""
         with self._write_lock, self._timed_write():
-            begin = self.log.append([source], "begin")
+            begin = self.log.append([source], "begin", self.chroma.collection.name)
             ids = sorted(set(self.chunk_ids(source)) | set(self.chroma.ids_for_source(source)))
             self.chroma.delete_source_record(source)
             if ids:
                 self.chroma.delete_ids(ids)
             self.bm25.delete_source(source, cursor=self._claim(begin))
-            self._claim(self.log.append([source], "delete"))
+            self._claim(self.log.append([source], "delete", self.chroma.collection.name))
             return len(ids)
 
     @contextlib.contextmanager
@@ -545,7 +545,9 @@ class KnowledgeStore:
         with self._write_lock:
             for source in sources:
                 self.sync_source(source)
-            self.bm25.set_cursor(self._claim(self.log.append(sources, "write")))
+            self.bm25.set_cursor(
+                self._claim(self.log.append(sources, "write", self.chroma.collection.name))
+            )
 
     def sync_source(self, source: str) -> None:
         """Make BM25 hold exactly Chroma's chunks of `source` (and drop an orphan record)."""
@@ -630,12 +632,16 @@ class KnowledgeStore:
         refresh stores each whole again through the normal write, which removes the
         chunks its record does not list (nothing is deleted here: the other version may
         be a write still going on elsewhere)."""
+        marked = []
         for record in records:
+            if not record.still(self.chroma.get_source(record.source)):
+                continue  # written again since it was read: that write settled it
             cleared = dataclasses.replace(
                 record, content_hash="", etag="", last_modified="", mtime=0.0
             )
             self.chroma.put_source(cleared)
-        return [r.source for r in records]
+            marked.append(record.source)
+        return marked
 
     # ----------------------------------------------------------------- reindex
     def reopen_chunks(self, exact_copy: bool = True) -> None:
