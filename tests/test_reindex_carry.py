@@ -62,6 +62,14 @@ class Setup:
         self.new.upsert_nodes(nodes)
         carry.placed(nodes)
 
+    def start(self, live: dict[str, list[str]]) -> Carry:
+        """The live collection holding `live` (source → texts), then a reindex that has
+        read and written all of it."""
+        self.old.upsert_nodes([node(src, t) for src, texts in live.items() for t in texts])
+        carry = Carry(self.log, self.old, self.new, self.embed)
+        self.snapshot(carry, [n for src in live for n in self.old.source_nodes(src)])
+        return carry
+
     def texts(self, store: ChromaStore, source: str) -> set[str]:
         return {n.get_content() for n in store.source_nodes(source)}
 
@@ -70,9 +78,7 @@ def test_changes_before_the_switch_are_carried_and_only_new_text_is_embedded(
     tmp_path: Path,
 ) -> None:
     s = Setup(tmp_path)
-    s.old.upsert_nodes([node("s1", "a1"), node("s1", "a2"), node("s2", "b1")])
-    carry = Carry(s.log, s.old, s.new, s.embed)
-    s.snapshot(carry, s.old.source_nodes("s1") + s.old.source_nodes("s2"))
+    carry = s.start({"s1": ["a1", "a2"], "s2": ["b1"]})
     s.write(s.old, "s1", ["a1", "a3"])  # a2 replaced by a3
     s.write(s.old, "s3", ["c1"])  # a new source
     s.write(s.old, "s2", [])  # deleted
@@ -99,10 +105,7 @@ def test_after_the_switch_a_late_write_is_carried_but_a_newer_one_stands(
     tmp_path: Path,
 ) -> None:
     s = Setup(tmp_path)
-    s.old.upsert_nodes([node("s1", "a1"), node("s2", "b1"), node("s3", "c1")])
-    carry = Carry(s.log, s.old, s.new, s.embed)
-    s.snapshot(carry, s.old.source_nodes("s1") + s.old.source_nodes("s2"))
-    s.snapshot(carry, s.old.source_nodes("s3"))
+    carry = s.start({"s1": ["a1"], "s2": ["b1"], "s3": ["c1"]})
     carry.before_switch()
     # the switch: the other machine had not seen it for s1, saw it before its 2nd s2 write
     s.write(s.old, "s1", ["a2"])
@@ -137,9 +140,7 @@ def test_after_the_switch_a_write_that_restores_the_snapshot_stands(tmp_path: Pa
     (re-added a page, changed one back, deleted a new one): its later writes stand, though
     the new collection then holds exactly what the snapshot put there."""
     s = Setup(tmp_path)
-    s.old.upsert_nodes([node("x", "x1"), node("y", "y1")])
-    carry = Carry(s.log, s.old, s.new, s.embed)
-    s.snapshot(carry, s.old.source_nodes("x") + s.old.source_nodes("y"))
+    carry = s.start({"x": ["x1"], "y": ["y1"]})
     carry.before_switch()
     s.write(s.old, "x", [])  # before it saw the switch
     s.write(s.old, "y", ["y2"])
