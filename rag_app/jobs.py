@@ -21,7 +21,7 @@ from typing import Any
 
 from rag_app.errors import RAGError
 from rag_app.job_journal import JobJournal
-from rag_app.limits import MAX_JOB_ID_CHARS, shorten
+from rag_app.limits import MAX_JOB_ID_CHARS, MAX_RUNNING_JOBS, shorten
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +133,11 @@ class JobRegistry:
         is journaled until it ends, so that a restarted owner resumes it."""
         if self.stopping:
             raise RAGError("The store service is stopping; start the job again in a moment.")
+        if job_id is None and self.running >= MAX_RUNNING_JOBS:  # a resumed one always runs
+            raise RAGError(
+                f"{MAX_RUNNING_JOBS} jobs are running already; wait for one to finish or "
+                "cancel one (rag jobs --cancel ID, or the rag_jobs tool)."
+            )
         job = Job(id=job_id or secrets.token_hex(4), kind=kind, target=target, attempt=attempt)
         self._jobs[job.id] = job
         self._forget_old()
@@ -178,6 +183,16 @@ class JobRegistry:
                 job._touch()
 
         job.task = asyncio.create_task(run())
+
+        def never_ran(task: asyncio.Task[None]) -> None:
+            """A job cancelled before its task first ran never reaches `run`'s ending."""
+            if task.cancelled() and job.state == "running":
+                job.state, job.finished_at = "cancelled", time.time()
+                if journal is not None and not job.resume_later:
+                    journal.remove(job.id)  # a user's cancel ends it for good
+                job._touch()
+
+        job.task.add_done_callback(never_ran)
         logger.info("Job %s started: %s %s", job.id, kind, target)
         return job
 

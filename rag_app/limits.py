@@ -12,6 +12,7 @@ MAX_REJOINS = 3  # a waited-for refresh starts again after the job it joined was
 MAX_CRAWL_DELAY_SEC = 3600.0  # RAG_CRAWL_DELAY_SEC; Crawl-delay stops far below it
 MAX_SOURCE_CHARS = 4096  # a source URL or file path to delete
 MAX_JOB_ID_CHARS = 64  # a job id (ours are 8 hex digits)
+MAX_RUNNING_JOBS = 16  # crawl and refresh jobs running at once in one store service
 TOKENIZER_PIECE_CHARS = 20_000  # MeCab is fed text in pieces no longer than this
 MAX_TITLE_CHARS = 200  # a page title, as prefixed to every chunk of the page
 MAX_HEADING_CHARS = 200  # one heading

@@ -14,6 +14,7 @@ import pytest
 from rag_app.errors import RAGError
 from rag_app.job_journal import JOURNAL_FILE, JobJournal
 from rag_app.jobs import Job, JobRegistry, Progress
+from rag_app.limits import MAX_RUNNING_JOBS
 
 
 async def _forever(_progress: Progress, _job: Job) -> dict[str, Any]:
@@ -120,3 +121,28 @@ def test_the_file_holds_exactly_the_entries_after_updates_and_removals(tmp_path:
     assert list(json.loads(reopened.path.read_text(encoding="utf-8"))) == [
         "job0", "job1", "job2", "job4", "job9",
     ]  # fmt: skip
+
+
+async def test_at_most_a_bounded_number_of_jobs_run_at_once() -> None:
+    """Each job holds a crawl's state and its task: a client starting hundreds is told
+    to wait, and a job resumed by a restarted owner always runs."""
+    registry = JobRegistry()
+    jobs = [registry.start("crawl", f"u{i}", _forever) for i in range(MAX_RUNNING_JOBS)]
+    with pytest.raises(RAGError, match="jobs are running already") as info:
+        registry.start("crawl", "one more", _forever)
+    assert "\n" not in str(info.value)
+    resumed = registry.start("refresh", "r", _forever, job_id="cafe0002", attempt=2)
+    assert resumed.running
+    await registry.cancel(jobs[0].id)
+    await registry.cancel(resumed.id)
+    assert registry.start("crawl", "now", _forever).running  # room again
+    await registry.cancel_all()
+
+
+async def test_a_job_cancelled_before_it_first_ran_ends_cancelled(tmp_path: Path) -> None:
+    registry = JobRegistry()
+    registry.journal = JobJournal(tmp_path)
+    job = registry.start("crawl", "a", _forever, spec={"url": "a"})
+    await registry.cancel(job.id)  # in the same turn of the loop: its task never ran
+    assert job.state == "cancelled" and registry.running == 0
+    assert registry.journal.pending() == {}
