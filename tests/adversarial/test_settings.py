@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -72,6 +74,26 @@ def test_the_command_line_says_it_in_one_line(tmp_path: Path) -> None:
         done = subprocess.run([RAG, "stats"], env=env, capture_output=True, text=True, cwd=tmp_path)
         assert done.returncode == 1
         assert done.stderr.count("\n") == 1 and name in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("kind", ["not utf-8", "named pipe"])
+def test_a_hostile_settings_file_is_one_line_from_rag_and_rag_mcp(
+    tmp_path: Path, kind: str
+) -> None:
+    """The real commands, started in a folder whose .env is not UTF-8 (a 60-75-line
+    traceback before) or a named pipe (both hung for good before)."""
+    if kind == "named pipe":
+        os.mkfifo(tmp_path / ".env")
+    else:
+        (tmp_path / ".env").write_bytes("RAG_USER_AGENT=Bot-caf\u00e9\n".encode("latin-1"))
+    env = full_env({"BM25_PERSIST_DIR": str(tmp_path / "bm25")})
+    for command in ([RAG, "stats"], [sys.executable, "-m", "mcp_server"]):
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, cwd=tmp_path,
+            stdin=subprocess.DEVNULL, timeout=60,
+        )  # fmt: skip
+        assert done.returncode != 0 and done.stdout == "", (command, done.stdout)
+        assert done.stderr.count("\n") == 1 and ".env" in done.stderr, done.stderr
 
 
 def test_a_service_idle_time_shorter_than_its_start_still_serves(tmp_path: Path) -> None:
