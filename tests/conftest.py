@@ -20,6 +20,7 @@ from pydantic import PrivateAttr
 from rag_app.config import RAGSettings, load_settings
 from rag_app.data import SAMPLES as SAMPLES_NAME
 from rag_app.data import data_path
+from rag_app.pids import alive as running
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = data_path(SAMPLES_NAME)
@@ -85,9 +86,7 @@ def stop_services_under(root: Path, timeout: float = 15.0) -> None:
             with contextlib.suppress(ChildProcessError):  # a child of this process: reap it
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:
                     break
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if not running(pid):  # exited (a zombie PID 1 reaps later counts as gone)
                 break
             time.sleep(0.05)
         else:

@@ -17,6 +17,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
+from rag_app.pids import alive
+
 BIN = Path(sys.executable).parent
 RAG = str(BIN / "rag")
 
@@ -87,9 +89,7 @@ def owner_pid(env: dict[str, str]) -> int | None:
 def wait_gone(pid: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not alive(pid):  # a zombie PID 1 has not reaped yet is gone too
             return
         time.sleep(0.02)
     raise AssertionError(f"process {pid} is still running")

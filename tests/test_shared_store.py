@@ -165,7 +165,7 @@ def test_kill_9_at_random_moments_loses_nothing_reported_committed(tmp_path: Pat
             break
         write_notes(folder, f"r{round_no:02d}x", 4, words=4)  # new work every round
         proc = rag_async(env, "index", str(folder))
-        time.sleep(rng.uniform(0.2, 1.4))  # most of an index of 4 notes
+        time.sleep(rng.uniform(0.1, 1.0))  # most of an index of 4 notes
         victim = "owner" if round_no % 3 != 2 else "client"
         pid = owner_pid(env) if victim == "owner" else proc.pid
         if pid is not None and proc.poll() is None:

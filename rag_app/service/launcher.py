@@ -31,6 +31,7 @@ from filelock import FileLock, Timeout
 from rag_app.config import RAGSettings
 from rag_app.errors import ServiceError
 from rag_app.owner_lock import LOCK_NAME, prepare_dirs, read_info, state_dirs
+from rag_app.pids import alive
 from rag_app.service import protocol
 
 SPAWN_LOCK = ".rag-spawn.lock"
@@ -49,16 +50,6 @@ def _owner_lock_free(dirs: list[Path]) -> bool:
         except Timeout:
             return False
         lock.release()
-    return True
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 
@@ -137,7 +128,7 @@ def _spawn(settings: RAGSettings, primary: Path) -> subprocess.Popen[bytes] | No
         try:
             seen = json.loads(note.read_text(encoding="utf-8"))
             recent = time.time() - float(seen["time"]) < settings.rag_service_start_timeout_sec
-            if recent and _pid_alive(int(seen["pid"])):
+            if recent and alive(int(seen["pid"])):
                 return None  # another client started one a moment ago
         except (OSError, ValueError, KeyError, TypeError):
             pass
@@ -175,7 +166,7 @@ async def find_owner(settings: RAGSettings) -> dict[str, Any]:
     asked_to_stop = False
     while True:
         info = read_info(primary)
-        if info.get("state") == "failed" and info.get("pid") and _pid_alive(int(info["pid"])):
+        if info.get("state") == "failed" and info.get("pid") and alive(int(info["pid"])):
             raise ServiceError(
                 f"The store service could not open the knowledge base: {info.get('error')}"
             )
