@@ -289,9 +289,8 @@ class KnowledgeBase:
         t: dict[str, float] = {}
         if self._take_ownership and self._owner_lock is None:
             lock = StoreOwnerLock.for_settings(s)
-            if lock is not None:
-                lock.acquire()
-                self._owner_lock = lock
+            lock.acquire()
+            self._owner_lock = lock
         try:
             with timer("chroma_open", t):
                 client = self._client or make_client(s)
@@ -302,7 +301,7 @@ class KnowledgeBase:
             with timer("model", t):
                 dim = self._dimension(client)
             with timer("bm25_load", t):
-                bm25 = BM25Index(s.bm25_persist_dir or None, k1=s.rag_bm25_k1, b=s.rag_bm25_b)
+                bm25 = BM25Index(s.bm25_persist_dir, k1=s.rag_bm25_k1, b=s.rag_bm25_b)
             try:
                 store = self._open_store(client, bm25, dim, check_model, t)
             except Exception as err:
@@ -825,10 +824,7 @@ class KnowledgeBase:
     async def resume_jobs(self) -> list[str]:
         """Keep a record of running jobs from now on, and start again the jobs a previous
         owner of this store did not finish (same ids). Returns the ids resumed."""
-        dirs = state_dirs(self.settings)
-        if not dirs:
-            return []
-        journal = JobJournal(dirs[0])
+        journal = JobJournal(state_dirs(self.settings)[0])
         self._jobs.journal = journal
         resumed: list[str] = []
         if self.model_mismatch is not None:  # nothing can be embedded until `rag reindex`

@@ -24,7 +24,9 @@ INFO_NAME = ".rag-owner.json"
 
 
 def state_dirs(settings: RAGSettings) -> list[Path]:
-    """The folders one owner holds: the embedded Chroma folder (if any), the BM25 folder."""
+    """The folders one owner holds: the embedded Chroma folder (if any), the BM25 folder
+    (never empty: the settings refuse an empty BM25_PERSIST_DIR); the first is where the
+    owner publishes its details."""
     return [path for _, path in _named_dirs(settings)]
 
 
@@ -32,8 +34,7 @@ def _named_dirs(settings: RAGSettings) -> list[tuple[str, Path]]:
     dirs: list[tuple[str, Path]] = []
     if not settings.chroma_host:
         dirs.append(("CHROMADB_PERSIST_DIR", Path(settings.chromadb_persist_dir).expanduser()))
-    if settings.bm25_persist_dir:
-        dirs.append(("BM25_PERSIST_DIR", Path(settings.bm25_persist_dir).expanduser()))
+    dirs.append(("BM25_PERSIST_DIR", Path(settings.bm25_persist_dir).expanduser()))
     out: list[tuple[str, Path]] = []
     for name, path in dirs:
         resolved = path.resolve()
@@ -69,9 +70,8 @@ class StoreOwnerLock:
         """(device, inode) of each lock file as taken (see `intact`)."""
 
     @classmethod
-    def for_settings(cls, settings: RAGSettings) -> StoreOwnerLock | None:
-        dirs = state_dirs(settings)
-        return cls(dirs) if dirs else None
+    def for_settings(cls, settings: RAGSettings) -> StoreOwnerLock:
+        return cls(state_dirs(settings))
 
     @property
     def primary(self) -> Path:

@@ -154,11 +154,6 @@ def _spawn(settings: RAGSettings, primary: Path) -> subprocess.Popen[bytes] | No
 async def find_owner(settings: RAGSettings) -> dict[str, Any]:
     """The ready owner's published details, starting an owner if there is none."""
     dirs = prepare_dirs(settings)
-    if not dirs:
-        raise ServiceError(
-            "This configuration keeps no store on disk (CHROMA_HOST without BM25_PERSIST_DIR); "
-            "set BM25_PERSIST_DIR so processes can share the store."
-        )
     primary = dirs[0]
     mine = protocol.fingerprint(settings)
     deadline = time.monotonic() + settings.rag_service_start_timeout_sec
@@ -216,8 +211,6 @@ async def connect(settings: RAGSettings) -> Any:
 async def service_status(settings: RAGSettings) -> dict[str, Any] | None:
     """The running owner's details and health, or None when none runs."""
     dirs = state_dirs(settings)
-    if not dirs:
-        return None
     info = read_info(dirs[0])
     health = await _health(info) if info else None
     if health is None:
@@ -229,8 +222,6 @@ async def service_status(settings: RAGSettings) -> dict[str, Any] | None:
 async def stop_service(settings: RAGSettings, timeout: float = 30.0) -> bool:
     """Ask the running owner to stop and wait until it has; False when none was running."""
     dirs = state_dirs(settings)
-    if not dirs:
-        return False
     info = read_info(dirs[0])
     if not info or await _health(info) is None:
         return False

@@ -71,13 +71,6 @@ class StoreService:
     # ------------------------------------------------------------- lifecycle
     async def run(self) -> int:
         lock = StoreOwnerLock.for_settings(self.settings)
-        if lock is None:
-            print(
-                "rag-store: this store keeps nothing on disk (BM25_PERSIST_DIR is empty with "
-                "CHROMA_HOST set); there is nothing to own.",
-                file=sys.stderr,
-            )
-            return 2
         try:
             lock.acquire(timeout=2.0)  # a client probing the lock holds it for a moment
         except StoreBusyError as err:
