@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from rag_app.pids import alive
+from rag_app.service.launcher import SPAWN_NOTE
+from tests.processes import rag, store_env
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="zombies are told apart through /proc")
@@ -57,3 +61,26 @@ def test_a_killed_process_is_gone_only_once_its_sockets_are_closed() -> None:
             again.bind(("127.0.0.1", port))
         proc.wait()
         proc.stdout.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="zombies are told apart through /proc")
+def test_a_service_that_exited_unreaped_is_started_again_at_once(tmp_path: Path) -> None:
+    """A client's note says a service was started a moment ago, and that process has
+    exited but nobody reaped it (as under a PID 1 that reaps late): the next `rag`
+    command starts a new service instead of waiting for the dead one to get ready."""
+    env = store_env(tmp_path, RAG_SERVICE_START_TIMEOUT_SEC="60")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    while alive(dead.pid):
+        time.sleep(0.01)
+    try:
+        primary = tmp_path / "chroma_db"
+        primary.mkdir()
+        note = {"pid": dead.pid, "time": time.time()}
+        (primary / SPAWN_NOTE).write_text(json.dumps(note), encoding="utf-8")
+        start = time.monotonic()
+        done = rag(env, "stats")
+        assert done.returncode == 0, done.stderr
+        assert time.monotonic() - start < 30  # it did not wait out the 60 s start limit
+    finally:
+        dead.wait()
