@@ -1,8 +1,10 @@
 """Slack wiring: a slack-bolt `AsyncApp` whose listeners hand messages to the router.
 
 `app_mention` covers channels (and threads); `message` covers direct messages only
-(channel messages without a mention are not for the bot). Edits, joins and the bot's
-own posts (message subtypes, `bot_id`) are ignored.
+(channel messages without a mention are not for the bot). Edits, joins and every bot's
+posts (`bot_id`: two bots mentioning each other would answer each other for ever) are
+ignored; a direct message with a file attached or also sent to the channel is a message
+like any other.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from slack_router.router import MessageRouter
+
+_USER_MESSAGES = (None, "file_share", "thread_broadcast")
+"""Message subtypes a person writes (None: plain text); edits, joins and the like are not."""
 
 
 def build_app(
@@ -29,6 +34,8 @@ def build_app(
     )
 
     async def on_mention(event: dict[str, Any], client: AsyncWebClient) -> None:
+        if event.get("bot_id") or event.get("subtype") == "bot_message":
+            return
         await router.handle(
             client,
             channel=event["channel"],
@@ -38,7 +45,9 @@ def build_app(
         )
 
     async def on_message(event: dict[str, Any], client: AsyncWebClient) -> None:
-        if event.get("channel_type") != "im" or event.get("subtype") or event.get("bot_id"):
+        if event.get("channel_type") != "im" or event.get("bot_id"):
+            return
+        if event.get("subtype") not in _USER_MESSAGES:
             return
         await router.handle(
             client,

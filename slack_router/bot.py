@@ -62,7 +62,9 @@ def build_chat(settings: SlackSettings, mcp: MCPManager | None) -> ChatResponder
         base_url=settings.llm_base_url or None,
         timeout=settings.llm_timeout_sec,
     )
-    return ChatResponder(client, settings.llm_model, mcp)
+    return ChatResponder(
+        client, settings.llm_model, mcp, search_timeout=settings.mcp_search_timeout_sec
+    )
 
 
 def build_router(settings: SlackSettings, mcp: MCPManager | None) -> MessageRouter:

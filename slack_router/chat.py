@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,7 @@ class ChatResponder:
         max_rounds: int = 4,
         max_tool_chars: int = 16000,
         system_prompt: str = BASE_PROMPT,
+        search_timeout: float = 60.0,
     ) -> None:
         self._client = client
         self._model = model
@@ -76,6 +78,9 @@ class ChatResponder:
         self._max_rounds = max_rounds
         self._max_tool_chars = max_tool_chars
         self._system_prompt = system_prompt
+        self._search_timeout = search_timeout
+        """All of one question's searches together take at most this long (a hung server
+        held a question for the crawl timeout, once per search)."""
 
     def _tools(self) -> list[dict[str, Any]]:
         if self._mcp is None:
@@ -98,6 +103,7 @@ class ChatResponder:
         ]
         sources: list[str] = []
         searches = 0
+        deadline = time.monotonic() + self._search_timeout
         for round_no in range(self._max_rounds + 1):
             final_round = round_no == self._max_rounds
             kwargs: dict[str, Any] = {"model": self._model, "messages": messages}
@@ -128,13 +134,15 @@ class ChatResponder:
                 }
             )
             for call in calls:
-                content, found = await self._run_tool(call.function.name, call.function.arguments)
+                content, found = await self._run_tool(
+                    call.function.name, call.function.arguments, deadline
+                )
                 searches += 1
                 sources.extend(found)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         raise AssertionError("unreachable: the final round always returns")  # pragma: no cover
 
-    async def _run_tool(self, name: str, raw_args: str) -> tuple[str, list[str]]:
+    async def _run_tool(self, name: str, raw_args: str, deadline: float) -> tuple[str, list[str]]:
         """Execute one tool call; errors become text for the model, never exceptions."""
         if name != SEARCH_TOOL or self._mcp is None:
             return f"Error: unknown tool {name!r}; only {SEARCH_TOOL} is available.", []
@@ -145,8 +153,11 @@ class ChatResponder:
         except ValueError as err:
             return f"Error: invalid arguments for {name} ({err}); pass a JSON object.", []
         logger.info("chat tool call %s %s", name, json.dumps(args, ensure_ascii=False))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "Error: no time is left for searching; answer with what you have.", []
         try:
-            result = await self._mcp.call_tool(name, args)
+            result = await self._mcp.call_tool(name, args, timeout=left)
         except (MCPToolNotFoundError, MCPCallError) as err:
             logger.warning("chat tool call %s failed: %s", name, err)
             return "Error: the knowledge base is unavailable right now.", []

@@ -15,8 +15,12 @@ from slack_router import replies
 
 RagAction = Literal["crawl", "add", "status", "delete", "help"]
 
-_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>", re.IGNORECASE)
-_LINK = re.compile(r"<((?:https?|ftp|mailto):[^|>]*)(?:\|([^>]*))?>", re.IGNORECASE)
+# no `<` inside a match: each try stops at the next `<`, so text full of unclosed `<http:`
+# costs linear time (it was quadratic: 120,000 characters took 28 s)
+_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^<>]*)?>", re.IGNORECASE)
+_LINK = re.compile(r"<((?:https?|ftp|mailto):[^|<>]*)(?:\|([^<>]*))?>", re.IGNORECASE)
+MAX_PATTERN_CHARS = 500
+"""The longest crawl pattern rag_crawl takes (the same limit as the server's)."""
 _RAG_PREFIX = re.compile(r"^rag(?:\s+(?P<rest>.*))?$", re.IGNORECASE | re.DOTALL)
 _FIRST_TOKEN = re.compile(r"^\s*((?:<[^<>]*>|[^\s<]|<)+)\s*(.*)$", re.DOTALL)
 _SUBCOMMAND = re.compile(r"^[A-Za-z][A-Za-z_-]*$")
@@ -111,7 +115,9 @@ def parse_rag_command(text: str) -> RagCommand | None:
         return None  # e.g. "RAG とは何ですか" is a question, not a command
     action = _ALIASES.get(word.lower())
     if action is None:
-        return RagCommand(action="help", usage_error=f"不明なサブコマンドです: {word}")
+        return RagCommand(
+            action="help", usage_error=f"不明なサブコマンドです: {replies.echo(word)}"
+        )
     if action not in _NEEDS_URL:
         return RagCommand(action=action)
     return _parse_url_command(action, remainder)
@@ -125,7 +131,7 @@ def _parse_url_command(action: RagAction, remainder: str) -> RagCommand:
     if not _is_http_url(url):
         return RagCommand(
             action=action,
-            usage_error=f"URLは http:// または https:// で始めてください: {url}",
+            usage_error=f"URLは http:// または https:// で始めてください: {replies.echo(url)}",
         )
     pattern = _unquote(unwrap_links(pattern_text, prefer_label=True).strip())
     if action != "crawl":
@@ -136,14 +142,23 @@ def _parse_url_command(action: RagAction, remainder: str) -> RagCommand:
                 usage_error=f"rag {action} に指定できるURLは1つだけです",
             )
         return RagCommand(action=action, url=url)
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return RagCommand(
+            action=action,
+            url=url,
+            usage_error=f"パターンは{MAX_PATTERN_CHARS}文字以内にしてください: "
+            + replies.echo(pattern),
+        )
     if pattern:
         try:
             re.compile(pattern)
-        except re.error as err:
+        except (re.error, OverflowError, RecursionError) as err:
+            why = err.msg if isinstance(err, re.error) else "大きすぎるか深すぎます"
             return RagCommand(
                 action=action,
                 url=url,
                 pattern=pattern,
-                usage_error=f"パターンが正しい正規表現ではありません ({err.msg}): {pattern}",
+                usage_error=f"パターンが正しい正規表現ではありません ({why}): "
+                + replies.echo(pattern),
             )
     return RagCommand(action=action, url=url, pattern=pattern)

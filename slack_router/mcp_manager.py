@@ -3,7 +3,12 @@
 Each server connection lives in its own background task that holds the MCP client in
 an `AsyncExitStack` until `close()`: the SDK's task groups must be entered and exited
 by the same task, and this lets `start()`/`close()` be called from anywhere (Bolt's
-handlers, test fixtures). A server that fails to start is logged and skipped.
+handlers, test fixtures). A server that fails to start is logged and skipped; one whose
+connection closes later (the process died) is started again by the next call that finds
+it closed, and a read-only or idempotent call is then sent once more.
+
+Arguments are made encodable first: a lone surrogate (half an emoji, cut by a model or
+pasted) made the stdio writer fail and close the connection for every later call.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from slack_router.mcp_config import ServerConfig, load_servers, resolve_command
 
@@ -31,6 +38,8 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
 _SDK_ERROR_PREFIX = re.compile(r"^Error executing tool \S+: ")
 _CLOSE_TIMEOUT_SEC = 10.0
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CLOSED_ERRORS = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
 class MCPToolNotFoundError(LookupError):
@@ -38,7 +47,40 @@ class MCPToolNotFoundError(LookupError):
 
 
 class MCPCallError(RuntimeError):
-    """The tool call could not complete (server gone, timeout, protocol error)."""
+    """The tool call could not complete (server gone, timeout, protocol error);
+    `connection_lost`: the server's connection had closed (it is being started again)."""
+
+    def __init__(self, message: str, *, connection_lost: bool = False) -> None:
+        super().__init__(message)
+        self.connection_lost = connection_lost
+
+
+def encodable(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys too) replaced by U+FFFD; a
+    surrogate pair written as two code points becomes the one character it encodes."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {encodable(k): encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [encodable(v) for v in value]
+    return value
+
+
+def _closed(err: BaseException) -> bool:
+    """The call failed because the connection to the server is closed."""
+    if isinstance(err, BaseExceptionGroup):
+        return any(_closed(e) for e in err.exceptions)
+    if isinstance(err, MCPError):
+        return err.code == types.CONNECTION_CLOSED
+    return isinstance(err, _CLOSED_ERRORS)
+
+
+def _safe_to_repeat(tool: types.Tool) -> bool:
+    hints = tool.annotations
+    return bool(hints and (hints.read_only_hint or hints.idempotent_hint))
 
 
 @dataclass(frozen=True)
@@ -80,6 +122,9 @@ class _Connection:
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._restarting = asyncio.Lock()
+        self.lost = False
+        """Its connection was lost after it had started (a call may start it again)."""
 
     @property
     def alive(self) -> bool:
@@ -134,6 +179,19 @@ class _Connection:
             await self._cancel()
             return False
         return self.alive
+
+    async def restart(self, failed: Client | None) -> bool:
+        """Start the server again after `failed` (its client; None: it is down) lost the
+        connection; once for any number of callers that saw the same loss."""
+        async with self._restarting:
+            if self.alive and self.client is not failed:
+                return True  # another caller has started it again already
+            self.lost = True
+            logger.warning("MCP server %r lost its connection; starting it again", self.config.name)
+            await self.stop()
+            self.client, self.error = None, None
+            self._ready, self._stop = asyncio.Event(), asyncio.Event()
+            return await self.start()
 
     async def stop(self) -> None:
         self._stop.set()
@@ -219,51 +277,72 @@ class MCPManager:
                     seen.setdefault(tool.name, tool)
         return list(seen.values())
 
-    def _find(self, name: str) -> tuple[_Connection, types.Tool] | None:
-        for conn in self._connections:
-            if conn.alive:
-                for tool in conn.tools:
-                    if tool.name == name:
-                        return conn, tool
+    def _find(self, name: str, stopped: bool = False) -> tuple[_Connection, types.Tool] | None:
+        """The running server offering `name`; with `stopped`, else one that offered it
+        before its connection was lost."""
+        for wanted in (True, False) if stopped else (True,):
+            for conn in self._connections:
+                if conn.alive == wanted and (wanted or conn.lost):
+                    for tool in conn.tools:
+                        if tool.name == name:
+                            return conn, tool
         return None
 
     def get_tool(self, name: str) -> types.Tool | None:
         """The tool's definition (name, description, input schema), or None."""
-        found = self._find(name)
+        found = self._find(name, stopped=True)
         return found[1] if found else None
 
     def has_tool(self, name: str) -> bool:
-        return self._find(name) is not None
+        """A running server offers `name`, or one that did until it was lost (the call
+        starts it again)."""
+        return self._find(name, stopped=True) is not None
 
     async def call_tool(
         self,
         name: str,
         args: dict[str, Any] | None = None,
         progress_callback: ProgressCallback | None = None,
+        timeout: float | None = None,
     ) -> ToolResult:
         """Call `name` on the server that exposes it.
 
         Raises `MCPToolNotFoundError` when no running server has the tool and
         `MCPCallError` when the call cannot complete; a tool-level failure is a
-        `ToolResult` with `is_error=True`.
+        `ToolResult` with `is_error=True`. `timeout` (s) replaces the manager's tool
+        timeout for this call.
         """
-        found = self._find(name)
+        found = self._find(name, stopped=True)
         if found is None:
             raise MCPToolNotFoundError(f"No MCP server offers the tool {name!r}.")
-        conn, _tool = found
-        client = conn.client
-        if client is None:
-            raise MCPToolNotFoundError(f"The MCP server {conn.config.name!r} is not running.")
-        try:
-            result = await client.call_tool(
-                name,
-                args or {},
-                read_timeout_seconds=self._tool_timeout,
-                progress_callback=progress_callback,
-            )
-        except Exception as err:
-            logger.warning("MCP call %s on %r failed: %s", name, conn.config.name, _one_line(err))
+        conn, tool = found
+        if not conn.alive and not await conn.restart(None):
             raise MCPCallError(
-                f"the MCP server {conn.config.name!r} did not complete {name} ({_one_line(err)})"
-            ) from err
-        return to_tool_result(result)
+                f"the MCP server {conn.config.name!r} could not be started again "
+                f"({conn.error or 'no reason given'})",
+                connection_lost=True,
+            )
+        arguments = encodable(args or {})
+        for attempt in (1, 2):
+            client = conn.client
+            if client is None:
+                raise MCPToolNotFoundError(f"The MCP server {conn.config.name!r} is not running.")
+            try:
+                result = await client.call_tool(
+                    name,
+                    arguments,
+                    read_timeout_seconds=timeout or self._tool_timeout,
+                    progress_callback=progress_callback,
+                )
+            except Exception as err:
+                reason = _one_line(err)
+                logger.warning("MCP call %s on %r failed: %s", name, conn.config.name, reason)
+                lost = _closed(err)
+                if lost and await conn.restart(client) and attempt == 1 and _safe_to_repeat(tool):
+                    continue  # the request may never have reached the server: send it again
+                raise MCPCallError(
+                    f"the MCP server {conn.config.name!r} did not complete {name} ({reason})",
+                    connection_lost=lost,
+                ) from err
+            return to_tool_result(result)
+        raise AssertionError("unreachable")

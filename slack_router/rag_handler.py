@@ -9,6 +9,7 @@ tool's own text is posted.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -66,8 +67,18 @@ def count_field(data: Mapping[str, Any], names: tuple[str, ...]) -> int | None:
     return None
 
 
+_TOOL_HEADER = re.compile(r"^エラー: [^\n]*?。\s*原因:\s*")
+"""The tool's own `エラー: …。 原因: ` opening, which the reply writes itself."""
+
+
 def _reason(result: ToolResult) -> str:
-    return result.text or "原因不明のエラーが発生しました"
+    return _TOOL_HEADER.sub("", result.text, count=1).strip() or "原因不明のエラーが発生しました"
+
+
+def _call_failure(err: MCPCallError) -> str:
+    if err.connection_lost:
+        return replies.CONNECTION_LOST
+    return str(err)
 
 
 class RagCommandHandler:
@@ -94,7 +105,7 @@ class RagCommandHandler:
             await post(replies.RAG_DISABLED)
             return
         except MCPCallError as err:
-            await post(self._failure(command, str(err)))
+            await post(self._failure(command, _call_failure(err)))
             return
         if result.is_error:
             await post(self._failure(command, _reason(result)))

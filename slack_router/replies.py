@@ -15,6 +15,29 @@ INTERNAL_ERROR = "エラー: 処理中に問題が発生しました。時間を
 CHAT_DISABLED = "エラー: チャット用のLLMが設定されていません。管理者に連絡してください。"
 CHAT_FAILED = "エラー: 応答の生成に失敗しました。時間をおいて再度お試しください。"
 EMPTY_ANSWER = "回答を生成できませんでした。質問を言い換えて、もう一度お試しください。"
+CONNECTION_LOST = "MCPサーバーとの接続が切れていたため、起動し直しました。もう一度お試しください。"
+POST_FAILED = "エラー: 返信を投稿できませんでした。時間をおいて再度お試しください。"
+MAX_REPLY_CHARS = 12_000
+"""Longer replies are cut here (Slack refuses a message over 40,000 characters and
+advises at most 4,000; a cut answer still reads)."""
+CUT_MARK = "\n…（長すぎるため以降を省略しました）"
+MAX_ECHO_CHARS = 200
+"""What the user typed is echoed back at most this long (a pattern, a URL)."""
+
+
+def for_slack(text: str) -> str:
+    """A reply as Slack must receive it: at most `MAX_REPLY_CHARS`, and `&`, `<`, `>`
+    escaped, so that text from a user, a page or the model never becomes a mention
+    (`<!channel>`), a ping or a link whose label hides where it goes."""
+    if len(text) > MAX_REPLY_CHARS:
+        text = text[: MAX_REPLY_CHARS - len(CUT_MARK)] + CUT_MARK
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def echo(text: str) -> str:
+    """What the user typed, cut for quoting in a reply."""
+    return text if len(text) <= MAX_ECHO_CHARS else text[: MAX_ECHO_CHARS - 1] + "…"
+
 
 USAGE = (
     "使い方:\n"

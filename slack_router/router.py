@@ -8,6 +8,7 @@ with one friendly line; no traceback reaches Slack.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import OrderedDict
 
@@ -55,17 +56,22 @@ class MessageRouter:
             return
         reply_ts = thread_ts or ts
 
+        async def send(message: str) -> None:
+            await client.chat_postMessage(
+                channel=channel,
+                thread_ts=reply_ts,
+                text=replies.for_slack(message),
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+
         async def post(message: str) -> None:
             try:
-                await client.chat_postMessage(
-                    channel=channel,
-                    thread_ts=reply_ts,
-                    text=message,
-                    unfurl_links=False,
-                    unfurl_media=False,
-                )
+                await send(message)
             except Exception:
                 logger.exception("posting to Slack channel %s failed", channel)
+                with contextlib.suppress(Exception):  # say so, rather than stay silent
+                    await send(replies.POST_FAILED)
 
         try:
             command = parse_rag_command(text)

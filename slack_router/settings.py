@@ -32,6 +32,8 @@ class SlackSettings(BaseSettings):
     mcp_servers_config: str = DEFAULT_MCP_SERVERS_CONFIG
     mcp_start_timeout_sec: float = Field(30.0, gt=0)
     mcp_tool_timeout_sec: float = Field(1800.0, gt=0)
+    mcp_search_timeout_sec: float = Field(60.0, gt=0)
+    """A question's rag_search calls: each at most this long (crawls may take the above)."""
 
     # Slack (Socket Mode)
     slack_bot_token: SecretStr = SecretStr("")

@@ -78,7 +78,8 @@ async def test_mention_and_dm_are_answered_in_thread(slack: Any) -> None:
     assert await _dispatch(app, mention) == 200
     dm = {"type": "message", "channel_type": "im", "channel": "D1", "ts": "101.1", "text": "rag"}
     assert await _dispatch(app, dm) == 200
-    assert [(p["channel"], p["thread_ts"], p["text"]) for p in slack.posts] == [
+    shown = zip(slack.posts, slack.texts(), strict=True)
+    assert [(p["channel"], p["thread_ts"], text) for p, text in shown] == [
         ("C1", "99.9", replies.RAG_DISABLED),
         ("D1", "101.1", replies.USAGE),
     ]
@@ -105,10 +106,30 @@ async def test_channel_chatter_edits_and_bot_posts_are_ignored(slack: Any) -> No
             "bot_id": "BOTHER",
             "text": "rag status",
         },
+        # another bot mentioning this one: answering would let two bots talk for ever
+        {"type": "app_mention", "channel": "C1", "ts": "1.4", "bot_id": "B2", "text": "<@U> rag"},
+        {
+            "type": "app_mention",
+            "channel": "C1",
+            "ts": "1.5",
+            "subtype": "bot_message",
+            "text": "<@UBOT> rag",
+        },
     ]
     for event in ignored:
         await _dispatch(app, event)
     assert slack.posts == []
+
+
+async def test_a_direct_message_with_a_file_or_also_sent_to_the_channel_is_answered(
+    slack: Any,
+) -> None:
+    router = MessageRouter(RagCommandHandler(None), chat=None)
+    app = build_app(router, slack.client(), process_before_response=True)
+    for ts, subtype in (("2.1", "file_share"), ("2.2", "thread_broadcast")):
+        event = {"type": "message", "channel_type": "im", "channel": "D1", "ts": ts}
+        await _dispatch(app, {**event, "subtype": subtype, "text": "rag"})
+    assert slack.texts() == [replies.USAGE, replies.USAGE]
 
 
 def test_main_without_tokens_exits_2_with_one_line(

@@ -7,6 +7,7 @@ through the router to a loopback Slack API.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -202,3 +203,23 @@ async def test_sources_from_structured_content_and_labelled_text() -> None:
         structured={"sources": ["https://h.example/7"], "confident": False},
     )
     assert sources_of(declined) == []  # nearest pages of a declined search are no references
+
+
+async def test_a_hung_search_holds_a_question_for_the_search_limit_only(mcp: MCPManager) -> None:
+    """Each of the model's searches waited the crawl timeout (30 min by default) when the
+    server hung; all of one question's searches now share `search_timeout`."""
+    script = [
+        stand_ins.tool_call_reply("rag_search", {"query": "hang"}),
+        stand_ins.tool_call_reply("rag_search", {"query": "hang"}, call_id="call_2"),
+        stand_ins.text_reply("検索できなかったので一般的な回答です。"),
+    ]
+    async with stand_ins.ChatApiStandIn(script) as llm:
+        chat = ChatResponder(_openai(llm.base_url), "stand-in", mcp, search_timeout=1.5)
+        start = time.monotonic()
+        answer = await chat.answer("りゅうおうのHPは？")
+        took = time.monotonic() - start
+    assert answer.text == "検索できなかったので一般的な回答です。"
+    assert 1.4 < took < 10, took  # one search waited the limit; the second had no time left
+    told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert told[0].startswith("Error: the knowledge base is unavailable")
+    assert told[1].startswith("Error: no time is left for searching")

@@ -5,20 +5,27 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from rag_app.pids import alive
 from slack_router.mcp_config import (
     MCPConfigError,
     example_config_path,
     load_servers,
     parse_servers,
 )
-from slack_router.mcp_manager import MCPManager, MCPToolNotFoundError, ToolResult
+from slack_router.mcp_manager import MCPCallError, MCPManager, MCPToolNotFoundError, ToolResult
+from slack_router.rag_handler import RagCommandHandler
+from slack_router.router import MessageRouter
+from tests.processes import full_env, rag, store_env
 
 RAG_TOOLS = {"rag_search", "rag_add", "rag_crawl", "rag_delete", "rag_stats"}
 
@@ -164,3 +171,65 @@ async def test_streamable_http_server(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def _children_named(name: str) -> list[int]:
+    """This process's child processes whose command line holds `name`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_bytes().rpartition(b")")[2].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and name.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _kill_rag_mcp() -> None:
+    (pid,) = _children_named("rag-mcp")
+    os.kill(pid, signal.SIGKILL)
+    while alive(pid):
+        time.sleep(0.01)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the server's process in /proc")
+async def test_a_lone_surrogate_or_a_dead_server_costs_one_answer_not_the_connection(
+    tmp_path: Path,
+) -> None:
+    """The real `rag-mcp`: half an emoji in an argument used to close the connection for
+    every later call, and a server that died stayed dead until the bot restarted."""
+    env = full_env(store_env(tmp_path))
+    command = str(Path(sys.executable).parent / "rag-mcp")
+    servers = parse_servers({"mcpServers": {"rag": {"command": command, "env": env}}})
+    async with MCPManager(servers, start_timeout=60, tool_timeout=120) as manager:
+        searched = await manager.call_tool("rag_search", {"query": "りゅうおう\ud83d"})
+        assert not searched.is_error, searched.text
+        assert not (await manager.call_tool("rag_stats", {})).is_error  # still connected
+
+        _kill_rag_mcp()  # a read-only call: started again and sent once more
+        stats = await manager.call_tool("rag_stats", {})
+        assert not stats.is_error and manager.server_names == ["rag"]
+
+        _kill_rag_mcp()  # a call not safe to repeat: this one fails, the next one works
+        gone = "https://example.com/never-stored"
+        with pytest.raises(MCPCallError) as lost:
+            await manager.call_tool("rag_delete", {"url": gone})
+        assert lost.value.connection_lost
+        again = await manager.call_tool("rag_delete", {"url": gone})
+        assert again.is_error and "never-stored" in again.text  # the tool's own answer
+
+        # the tool's own "エラー: …。 原因: " opening is not written twice in the reply
+        router = MessageRouter(RagCommandHandler(manager))
+        async with stand_ins.SlackApiStandIn() as slack:
+            text = "<@UBOT> rag add http://127.0.0.1:9/"
+            await router.handle(slack.client(), channel="C1", ts="1.1", text=text)
+            (reply,) = slack.texts()
+        assert reply.count("エラー:") == 1 and reply.count("原因:") == 1, reply
+        assert reply.startswith("エラー: ページの取り込みに失敗しました。"), reply
+    assert not _children_named("rag-mcp")  # every server it started has ended
+    rag(store_env(tmp_path), "service", "stop")

@@ -6,6 +6,7 @@ Checks the spec's output formats and that every reply is posted inside the threa
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -214,3 +215,56 @@ async def test_count_field_reads_ints_and_lists() -> None:
     assert count_field(data, ("pages_crawled", "pages")) == 3
     assert count_field(data, ("flag",)) is None
     assert count_field(data, ("missing",)) is None
+
+
+async def test_text_from_the_user_never_becomes_live_slack_markup(
+    mcp: MCPManager, slack: Any, mcp_calls: Callable[[], list[dict[str, Any]]]
+) -> None:
+    """What a user typed as text (Slack delivers `<` as `&lt;`) is echoed as text: no
+    `<!channel>` notification, no ping, no link whose label hides where it goes."""
+    router = MessageRouter(RagCommandHandler(mcp))
+    for i, typed in enumerate(
+        (
+            "rag add &lt;!channel&gt;",
+            "rag add https://example.com/a&lt;!here&gt;",
+            "rag add &lt;https://evil.example|https://docs.example.com&gt;",
+            "rag add https://example.com/&lt;@U0ADMIN&gt;",
+        )
+    ):
+        await router.handle(slack.client(), channel=CHANNEL, ts=f"{TS}{i}", text=f"<@UBOT> {typed}")
+    raw = slack.raw_texts()
+    assert len(raw) == 4
+    for text in raw:
+        assert "<" not in text and ">" not in text, text  # every one escaped
+    assert "<!channel>" in slack.texts()[0]  # what the user sees is what they typed
+
+
+async def test_a_reply_over_slacks_limit_is_cut_and_an_echo_is_short(
+    mcp: MCPManager, slack: Any, mcp_calls: Callable[[], list[dict[str, Any]]]
+) -> None:
+    router = MessageRouter(RagCommandHandler(mcp))
+    await _send(router, slack, "<@UBOT> rag crawl https://example.com/docs (" + "a" * 39_900)
+    (text,) = slack.texts()
+    assert text.startswith("エラー: パターンは500文字以内") and len(text) < 1_000, len(text)
+    assert mcp_calls() == []
+    long = replies.for_slack("答" * 50_000)
+    assert len(long) == replies.MAX_REPLY_CHARS and long.endswith(replies.CUT_MARK)
+
+
+@pytest.mark.parametrize("pattern", ["a{4294967296}", "x{1,99999999999}"])
+async def test_a_pattern_python_cannot_build_is_a_usage_error(
+    mcp: MCPManager, slack: Any, pattern: str
+) -> None:
+    router = MessageRouter(RagCommandHandler(mcp))
+    await _send(router, slack, f"<@UBOT> rag crawl https://example.com/docs {pattern}")
+    (text,) = slack.texts()
+    assert text.startswith("エラー: パターンが正しい正規表現ではありません"), text[:200]
+
+
+def test_unclosed_links_and_mentions_cost_linear_time() -> None:
+    from slack_router.commands import strip_mentions, unwrap_links
+
+    for text in ("<http:" * 20_000, "<@U1|" * 20_000):  # 120,000 characters: was 28 s
+        start = time.monotonic()
+        assert unwrap_links(strip_mentions(text))
+        assert time.monotonic() - start < 2.0
