@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -38,6 +39,9 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
 _SDK_ERROR_PREFIX = re.compile(r"^Error executing tool \S+: ")
 _CLOSE_TIMEOUT_SEC = 10.0
+_PROBE_TIMEOUT_SEC = 5.0
+RESTART_BACKOFF_SEC = 30.0
+"""After a failed start, calls fail at once for this long instead of each trying again."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CLOSED_ERRORS = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -48,11 +52,15 @@ class MCPToolNotFoundError(LookupError):
 
 class MCPCallError(RuntimeError):
     """The tool call could not complete (server gone, timeout, protocol error);
-    `connection_lost`: the server's connection had closed (it is being started again)."""
+    `connection_lost`: the server's session had closed; `restarted`: it has been started
+    again, so the same call may now work."""
 
-    def __init__(self, message: str, *, connection_lost: bool = False) -> None:
+    def __init__(
+        self, message: str, *, connection_lost: bool = False, restarted: bool = False
+    ) -> None:
         super().__init__(message)
         self.connection_lost = connection_lost
+        self.restarted = restarted
 
 
 def encodable(value: Any) -> Any:
@@ -125,6 +133,7 @@ class _Connection:
         self._restarting = asyncio.Lock()
         self.lost = False
         """Its connection was lost after it had started (a call may start it again)."""
+        self._failed_at: float | None = None
 
     @property
     def alive(self) -> bool:
@@ -165,33 +174,54 @@ class _Connection:
             self.client = None
             self._ready.set()
 
-    async def start(self) -> bool:
-        """Start and wait until the tools are listed; False (logged) when it failed."""
+    async def start(self, within: float | None = None) -> bool:
+        """Start and wait until the tools are listed (at most the start timeout, or
+        `within` s when shorter); False (logged) when it failed."""
+        limit = self._start_timeout if within is None else min(self._start_timeout, within)
         self._task = asyncio.create_task(self._run(), name=f"mcp-{self.config.name}")
         try:
-            await asyncio.wait_for(self._ready.wait(), timeout=self._start_timeout)
+            await asyncio.wait_for(self._ready.wait(), timeout=max(limit, 0.0))
         except TimeoutError:
-            logger.error(
-                "MCP server %r did not start within %g s; skipped",
-                self.config.name,
-                self._start_timeout,
-            )
+            logger.error("MCP server %r did not start within %g s", self.config.name, limit)
             await self._cancel()
             return False
         return self.alive
 
-    async def restart(self, failed: Client | None) -> bool:
-        """Start the server again after `failed` (its client; None: it is down) lost the
-        connection; once for any number of callers that saw the same loss."""
+    async def gone(self, client: Client, within: float | None) -> bool:
+        """The session of `client` has closed, not one request of it (a cut HTTP stream
+        ends one call while the session goes on): a closed client refuses to list its
+        tools (ping is gone from the protocol)."""
+        if self.client is not client or not self.alive:
+            return True
+        limit = _PROBE_TIMEOUT_SEC if within is None else min(_PROBE_TIMEOUT_SEC, within)
+        try:
+            await asyncio.wait_for(client.list_tools(), timeout=max(limit, 0.0))
+        except TimeoutError:
+            return True
+        except Exception as err:
+            return _closed(err)  # any other answer came from a live session
+        return False
+
+    async def restart(self, failed: Client | None, within: float | None = None) -> bool:
+        """Start the server again after the session of `failed` (None: the server is
+        down) closed; once for all the callers that saw the same loss, and not again
+        within `RESTART_BACKOFF_SEC` of a start that failed."""
         async with self._restarting:
             if self.alive and self.client is not failed:
                 return True  # another caller has started it again already
+            failed_lately = self._failed_at is not None and (
+                time.monotonic() - self._failed_at < RESTART_BACKOFF_SEC
+            )
+            if failed_lately:
+                return False  # it failed a moment ago: do not make every caller wait
             self.lost = True
-            logger.warning("MCP server %r lost its connection; starting it again", self.config.name)
+            logger.warning("MCP server %r is down; starting it again", self.config.name)
             await self.stop()
             self.client, self.error = None, None
             self._ready, self._stop = asyncio.Event(), asyncio.Event()
-            return await self.start()
+            started = await self.start(within)
+            self._failed_at = None if started else time.monotonic()
+            return started
 
     async def stop(self) -> None:
         self._stop.set()
@@ -310,13 +340,19 @@ class MCPManager:
         Raises `MCPToolNotFoundError` when no running server has the tool and
         `MCPCallError` when the call cannot complete; a tool-level failure is a
         `ToolResult` with `is_error=True`. `timeout` (s) replaces the manager's tool
-        timeout for this call.
+        timeout for this call, a restart of the server and a second try included.
         """
         found = self._find(name, stopped=True)
         if found is None:
             raise MCPToolNotFoundError(f"No MCP server offers the tool {name!r}.")
         conn, tool = found
-        if not conn.alive and not await conn.restart(None):
+        budget = self._tool_timeout if timeout is None else timeout
+        deadline = None if budget is None else time.monotonic() + budget
+
+        def left() -> float | None:
+            return None if deadline is None else deadline - time.monotonic()
+
+        if not conn.alive and not await conn.restart(None, left()):
             raise MCPCallError(
                 f"the MCP server {conn.config.name!r} could not be started again "
                 f"({conn.error or 'no reason given'})",
@@ -327,22 +363,27 @@ class MCPManager:
             client = conn.client
             if client is None:
                 raise MCPToolNotFoundError(f"The MCP server {conn.config.name!r} is not running.")
+            remaining = left()
             try:
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError("no time left for it")
                 result = await client.call_tool(
                     name,
                     arguments,
-                    read_timeout_seconds=timeout or self._tool_timeout,
+                    read_timeout_seconds=remaining,
                     progress_callback=progress_callback,
                 )
             except Exception as err:
                 reason = _one_line(err)
                 logger.warning("MCP call %s on %r failed: %s", name, conn.config.name, reason)
-                lost = _closed(err)
-                if lost and await conn.restart(client) and attempt == 1 and _safe_to_repeat(tool):
+                lost = _closed(err) and await conn.gone(client, left())
+                restarted = lost and attempt == 1 and await conn.restart(client, left())
+                if restarted and _safe_to_repeat(tool):
                     continue  # the request may never have reached the server: send it again
                 raise MCPCallError(
                     f"the MCP server {conn.config.name!r} did not complete {name} ({reason})",
                     connection_lost=lost,
+                    restarted=restarted,
                 ) from err
             return to_tool_result(result)
         raise AssertionError("unreachable")

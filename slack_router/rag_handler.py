@@ -76,8 +76,10 @@ def _reason(result: ToolResult) -> str:
 
 
 def _call_failure(err: MCPCallError) -> str:
-    if err.connection_lost:
+    if err.restarted:
         return replies.CONNECTION_LOST
+    if err.connection_lost:
+        return replies.SERVER_DOWN
     return str(err)
 
 

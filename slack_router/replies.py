@@ -16,6 +16,7 @@ CHAT_DISABLED = "エラー: チャット用のLLMが設定されていません�
 CHAT_FAILED = "エラー: 応答の生成に失敗しました。時間をおいて再度お試しください。"
 EMPTY_ANSWER = "回答を生成できませんでした。質問を言い換えて、もう一度お試しください。"
 CONNECTION_LOST = "MCPサーバーとの接続が切れていたため、起動し直しました。もう一度お試しください。"
+SERVER_DOWN = "MCPサーバーに接続できません。時間をおいて再度お試しください。"
 POST_FAILED = "エラー: 返信を投稿できませんでした。時間をおいて再度お試しください。"
 MAX_REPLY_CHARS = 12_000
 """Longer replies are cut here (Slack refuses a message over 40,000 characters and
@@ -26,12 +27,17 @@ MAX_ECHO_CHARS = 200
 
 
 def for_slack(text: str) -> str:
-    """A reply as Slack must receive it: at most `MAX_REPLY_CHARS`, and `&`, `<`, `>`
-    escaped, so that text from a user, a page or the model never becomes a mention
-    (`<!channel>`), a ping or a link whose label hides where it goes."""
-    if len(text) > MAX_REPLY_CHARS:
-        text = text[: MAX_REPLY_CHARS - len(CUT_MARK)] + CUT_MARK
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """A reply as Slack must receive it: `&`, `<`, `>` escaped, so that text from a
+    user, a page or the model never becomes a mention (`<!channel>`), a ping or a link
+    whose label hides where it goes; at most `MAX_REPLY_CHARS` as sent, escapes counted."""
+    sent = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    if len(sent) <= MAX_REPLY_CHARS:
+        return sent
+    cut = sent[: MAX_REPLY_CHARS - len(CUT_MARK)]
+    amp = cut.rfind("&", len(cut) - 4)  # never half an escape
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut + CUT_MARK
 
 
 def echo(text: str) -> str:
@@ -64,11 +70,12 @@ def crawl_failed(reason: str) -> str:
 
 
 def page_added(url: str, chunks: int) -> str:
-    return f"ページを取り込みました: {url} ({chunks}チャンク)"
+    return f"ページを取り込みました: {echo(url)} ({chunks}チャンク)"
 
 
 def add_failed(url: str, reason: str) -> str:
-    return f"エラー: ページの取り込みに失敗しました。\n{INDENT}URL: {url}\n{INDENT}原因: {reason}"
+    where = f"{INDENT}URL: {echo(url)}"
+    return f"エラー: ページの取り込みに失敗しました。\n{where}\n{INDENT}原因: {reason}"
 
 
 def stats(total_chunks: int, source_count: int) -> str:
@@ -83,11 +90,11 @@ def stats_failed(reason: str) -> str:
 
 
 def deleted(url: str, chunks: int) -> str:
-    return f"削除しました: {url} ({chunks}チャンク)"
+    return f"削除しました: {echo(url)} ({chunks}チャンク)"
 
 
 def delete_failed(url: str, reason: str) -> str:
-    return f"エラー: 削除に失敗しました。\n{INDENT}URL: {url}\n{INDENT}原因: {reason}"
+    return f"エラー: 削除に失敗しました。\n{INDENT}URL: {echo(url)}\n{INDENT}原因: {reason}"
 
 
 def with_sources(answer: str, sources: Sequence[str]) -> str:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -233,3 +234,67 @@ async def test_a_lone_surrogate_or_a_dead_server_costs_one_answer_not_the_connec
         assert reply.startswith("エラー: ページの取り込みに失敗しました。"), reply
     assert not _children_named("rag-mcp")  # every server it started has ended
     rag(store_env(tmp_path), "service", "stop")
+
+
+FLAKY = Path(__file__).parent / "fixtures" / "mcp_flaky_server.py"
+
+
+def _flaky(tmp_path: Path, mode: str) -> list[Any]:
+    env = {"FLAKY_STARTS": str(tmp_path / "starts"), "FLAKY_MODE": mode}
+    return parse_servers(
+        {"mcpServers": {"rag": {"command": sys.executable, "args": [str(FLAKY)], "env": env}}}
+    )
+
+
+async def test_one_cut_http_response_does_not_restart_a_session_others_are_using(
+    tmp_path: Path,
+) -> None:
+    """A proxy that cuts one call's stream ends that call only: another user's crawl on
+    the same session finishes (a restart there would have cut it too)."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(FLAKY), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await _wait_for_port(port)
+        url = f"http://127.0.0.1:{port}/mcp"
+        servers = parse_servers(
+            {"mcpServers": {"rag": {"transport": "streamable-http", "url": url}}}
+        )
+        async with MCPManager(servers, start_timeout=10, tool_timeout=30) as manager:
+            crawl = asyncio.create_task(manager.call_tool("rag_crawl", {"url": "https://a/"}))
+            await asyncio.sleep(0.5)
+            with pytest.raises(MCPCallError) as cut:
+                await manager.call_tool("rag_search", {"query": "cutme"})
+            assert not cut.value.connection_lost and not cut.value.restarted
+            assert (await crawl).text == "crawled https://a/"
+            assert (await manager.call_tool("rag_search", {"query": "x"})).text == "found x"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def test_a_server_that_cannot_start_again_fails_every_caller_at_once(
+    tmp_path: Path,
+) -> None:
+    async with MCPManager(_flaky(tmp_path, "no_start"), start_timeout=2) as manager:
+        with pytest.raises(MCPCallError) as died:
+            await manager.call_tool("rag_search", {"query": "x"})  # the server dies in it
+        assert died.value.connection_lost and not died.value.restarted  # its start hung
+        start = time.monotonic()
+        calls = [manager.call_tool("rag_stats", {}) for _ in range(4)]
+        failed = await asyncio.gather(*calls, return_exceptions=True)
+        assert all(isinstance(f, MCPCallError) and not f.restarted for f in failed), failed
+        assert time.monotonic() - start < 1.5  # no caller waits for another start
+        assert (tmp_path / "starts").read_text() == "2"  # one start tried, not one a caller
+
+
+async def test_a_calls_time_limit_holds_through_a_restart(tmp_path: Path) -> None:
+    async with MCPManager(_flaky(tmp_path, "hang_search"), start_timeout=20) as manager:
+        start = time.monotonic()
+        with pytest.raises(MCPCallError):  # dies at 1 s, starts again, then hangs
+            await manager.call_tool("rag_search", {"query": "x"}, timeout=4)
+        assert time.monotonic() - start < 5.5
+        assert (tmp_path / "starts").read_text() == "2"

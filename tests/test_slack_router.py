@@ -249,6 +249,15 @@ async def test_a_reply_over_slacks_limit_is_cut_and_an_echo_is_short(
     assert mcp_calls() == []
     long = replies.for_slack("答" * 50_000)
     assert len(long) == replies.MAX_REPLY_CHARS and long.endswith(replies.CUT_MARK)
+    for text in ("&" * 20_000, "a" + "<" * 20_000, "ab" + ">&" * 10_000):  # escapes count
+        sent = replies.for_slack(text)
+        assert len(sent) <= replies.MAX_REPLY_CHARS, len(sent)
+        body = sent.removesuffix(replies.CUT_MARK)
+        assert body.replace("&amp;", "").replace("&lt;", "").replace("&gt;", "").count("&") == 0
+    long_url = "<@UBOT> rag add https://example.com/404/" + "p" * 3_000
+    await router.handle(slack.client(), channel=CHANNEL, ts=f"{TS}9", text=long_url)
+    failed = slack.texts()[-1]
+    assert "原因: HTTP 404 Not Found" in failed and len(failed) < 600, len(failed)
 
 
 @pytest.mark.parametrize("pattern", ["a{4294967296}", "x{1,99999999999}"])
