@@ -113,14 +113,19 @@ async def rag_mcp(env: dict[str, str], log: Path) -> AsyncIterator[Client]:
             yield client
 
 
-def write_notes(folder: Path, prefix: str, count: int, words: int = 3) -> list[Path]:
-    """`count` small Markdown files, each with a unique findable word."""
+def write_notes(
+    folder: Path, prefix: str, count: int, words: int = 3, sections: bool = False
+) -> list[Path]:
+    """`count` small Markdown files, each with a unique findable word; with `sections`
+    each of its `words` paragraphs under a heading of its own (a chunk each: many chunks
+    from few files, which costs a store far less than many files)."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(count):
         path = folder / f"{prefix}{i:03d}.md"
         body = "\n\n".join(
-            f"{prefix}語{i}の説明 その{k}: この段落は {prefix}{i}tok{k} について書かれている。"
+            (f"## 節{k}\n\n" if sections else "")
+            + f"{prefix}語{i}の説明 その{k}: この段落は {prefix}{i}tok{k} について書かれている。"
             for k in range(words)
         )
         path.write_text(f"# {prefix} ノート {i}\n\n{body}\n", encoding="utf-8")

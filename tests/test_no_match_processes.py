@@ -20,11 +20,12 @@ UNKNOWN_CODE = "nm7tok2 with unittest.mock.patch"
 async def test_a_declined_search_is_shown_as_such_by_the_cli_and_over_mcp(tmp_path: Path) -> None:
     # a cut-off this high declines every weak search: the lexical evidence decides
     env = store_env(tmp_path, RAG_NO_MATCH_CUTOFF="10")
-    write_notes(tmp_path / "notes", "nm", 110, words=6)
+    notes = tmp_path / "notes"
+    write_notes(notes, "nm", 20, words=12, sections=True)  # 240 chunks in 20 files
     try:
-        indexed = rag(env, "index", str(tmp_path / "notes"))
+        indexed = rag(env, "index", str(notes))
         assert indexed.returncode == 0, indexed.stderr
-        assert rag_json(env, "stats")["total_chunks"] >= 200  # enough for the spread
+        assert rag_json(env, "stats")["total_chunks"] >= 200  # enough for the spread (240)
 
         declined = rag_json(env, "search", ABSENT)
         assert declined["confident"] is False and declined["hits"]
