@@ -20,7 +20,8 @@ RagAction = Literal["crawl", "add", "status", "delete", "help"]
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^<>]*)?>", re.IGNORECASE)
 _LINK = re.compile(r"<((?:https?|ftp|mailto):[^|<>]*)(?:\|([^<>]*))?>", re.IGNORECASE)
 MAX_PATTERN_CHARS = 500
-"""The longest crawl pattern rag_crawl takes (the same limit as the server's)."""
+"""The longest crawl pattern rag_crawl takes (the server's `rag_app.limits` value, written
+here again: the bot talks to the server over MCP only and imports nothing of it)."""
 _RAG_PREFIX = re.compile(r"^rag(?:\s+(?P<rest>.*))?$", re.IGNORECASE | re.DOTALL)
 _FIRST_TOKEN = re.compile(r"^\s*((?:<[^<>]*>|[^\s<]|<)+)\s*(.*)$", re.DOTALL)
 _SUBCOMMAND = re.compile(r"^[A-Za-z][A-Za-z_-]*$")

@@ -464,3 +464,32 @@ async def test_rag_refresh_waited_for_over_mcp_says_it_joined_the_running_one(
     finally:
         held.set()
         rag(env, "service", "stop")
+
+
+async def test_a_seventeenth_crawl_job_is_refused_over_stdio_until_one_ends(
+    tmp_path: Path, site: StaticSite
+) -> None:
+    """The real `rag-mcp`: 16 crawl jobs held at their first page run at once; the 17th
+    is refused in one sentence, and once one is cancelled a new one starts."""
+    held = site.hold("/docs/")
+    env = store_env(tmp_path, RAG_CRAWL_TIMEOUT_SEC="300")
+    try:
+        async with rag_mcp(env, tmp_path / "mcp.log") as client:
+            ids = []
+            for i in range(16):
+                args = {"url": site.url("/docs/"), "exclude": f"nothing{i}"}
+                started = await client.call_tool("rag_crawl", args)
+                assert not started.is_error, text_of(started)
+                ids.append((started.structured_content or {})["job_id"])
+            refused = await client.call_tool("rag_crawl", {"url": site.url("/docs/")})
+            assert refused.is_error and "16 jobs are running already" in text_of(refused)
+            assert "\n" not in text_of(refused).strip()
+            cancelled = await client.call_tool("rag_jobs", {"cancel": ids[0]})
+            assert not cancelled.is_error, text_of(cancelled)
+            again = await client.call_tool("rag_crawl", {"url": site.url("/docs/")})
+            assert not again.is_error, text_of(again)
+            running = [j for j in rag_json(env, "jobs") if j["state"] == "running"]
+            assert len(running) == 16
+    finally:
+        held.set()
+        rag(env, "service", "stop")
