@@ -428,7 +428,7 @@ class KnowledgeStore:
     ) -> int:
         """Make `source` hold exactly `nodes` (embedded); returns how many stale were removed."""
         with self._write_lock, self._timed_write():
-            begin = self.log.append([source], "begin", self.chroma.collection.name)
+            begin = self._logged([source], "begin")
             stored = set(self.chroma.ids_for_source(source))
             before = stored | set(self.chunk_ids(source))
             waits = self.chroma.write_waits()  # one budget for the whole write
@@ -444,19 +444,24 @@ class KnowledgeStore:
                 self.chroma.put_source(record)
             else:
                 self.chroma.delete_source_record(source)
-            self._claim(self.log.append([source], "write", self.chroma.collection.name))
+            self._claim(self._logged([source], "write"))
             return len(stale)
+
+    def _logged(self, sources: list[str], op: str) -> list[Change]:
+        """Change-log entries for `sources`, naming the chunk collection they go into
+        (a reindex tells by it which writes missed its switch)."""
+        return self.log.append(sources, op, self.chroma.collection.name)
 
     def delete_source(self, source: str) -> int:
         """Remove a source's record and chunks; returns the chunk count."""
         with self._write_lock, self._timed_write():
-            begin = self.log.append([source], "begin", self.chroma.collection.name)
+            begin = self._logged([source], "begin")
             ids = sorted(set(self.chunk_ids(source)) | set(self.chroma.ids_for_source(source)))
             self.chroma.delete_source_record(source)
             if ids:
                 self.chroma.delete_ids(ids)
             self.bm25.delete_source(source, cursor=self._claim(begin))
-            self._claim(self.log.append([source], "delete", self.chroma.collection.name))
+            self._claim(self._logged([source], "delete"))
             return len(ids)
 
     @contextlib.contextmanager
@@ -545,9 +550,7 @@ class KnowledgeStore:
         with self._write_lock:
             for source in sources:
                 self.sync_source(source)
-            self.bm25.set_cursor(
-                self._claim(self.log.append(sources, "write", self.chroma.collection.name))
-            )
+            self.bm25.set_cursor(self._claim(self._logged(sources, "write")))
 
     def sync_source(self, source: str) -> None:
         """Make BM25 hold exactly Chroma's chunks of `source` (and drop an orphan record)."""
