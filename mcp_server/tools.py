@@ -201,7 +201,7 @@ def _require_url(url: str) -> str:
 
 def _require_pattern(pattern: str) -> str:
     """The crawler's own check (linear-time RE2 engine), before any page is fetched."""
-    from rag_app.crawl.links import compile_pattern
+    from rag_app.crawl.url_match import compile_pattern
 
     compile_pattern(pattern)  # raises a one-sentence InvalidPatternError
     return pattern

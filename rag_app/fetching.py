@@ -17,21 +17,23 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from rag_app.background import in_ingest_lane
-from rag_app.crawl.crawler import WebCrawler
 from rag_app.crawl.exceptions import RedirectNotFollowedError
-from rag_app.crawl.links import same_site
 from rag_app.crawl.pages import CrawledPage
 from rag_app.crawl.pages import NotModified as PageNotModified
 from rag_app.crawl.scope import CrawlScope, page_key
+from rag_app.crawl.url_match import same_site
 from rag_app.crawl.url_safety import AddressPolicy, parse_url
 from rag_app.documents import DocumentLimits
 from rag_app.errors import CrawlError, RAGError, UrlRefusedError
 from rag_app.index.chroma_store import SourceRecord
 from rag_app.local_files import read_local_document
+
+if TYPE_CHECKING:
+    from rag_app.crawl.crawler import WebCrawler
 
 
 @dataclass(frozen=True)

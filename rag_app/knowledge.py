@@ -20,7 +20,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cachetools import LRUCache
 from llama_index.core import Document
@@ -31,7 +31,7 @@ from llama_index.core.schema import BaseNode
 from rag_app import source_scope
 from rag_app.background import in_ingest_lane
 from rag_app.config import RAGSettings, SettingsError, get_settings, with_options
-from rag_app.crawl.crawler import WebCrawler, no_text_error
+from rag_app.crawl.exceptions import no_text_error
 from rag_app.crawl.pages import CrawledPage, utc_now_iso
 from rag_app.crawl.scope import CrawlScope
 from rag_app.crawl_checkpoint import CrawlCheckpoint
@@ -105,6 +105,9 @@ from rag_app.results import (
 from rag_app.site_crawl import SiteCrawl
 from rag_app.storage_errors import storage_error
 from rag_app.timing import timer
+
+if TYPE_CHECKING:  # the crawler (and its HTML parser) loads on the first fetch
+    from rag_app.crawl.crawler import WebCrawler
 
 logger = logging.getLogger("rag_app.knowledge")
 retrieval_log = logging.getLogger("rag_app.retrieval")
@@ -479,6 +482,8 @@ class KnowledgeBase:
     def crawler(self) -> WebCrawler:
         """The knowledge base's one crawler (robots.txt cache, delays, Safe Browsing cache)."""
         if self._crawler is None:
+            from rag_app.crawl.crawler import WebCrawler
+
             factory = self._crawler_factory or WebCrawler
             self._crawler = factory(self.settings)
         return self._crawler

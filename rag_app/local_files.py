@@ -12,7 +12,6 @@ from pathlib import Path
 
 from rag_app.crawl.charset import binary_kind, decode_body
 from rag_app.crawl.exceptions import BinaryContentError
-from rag_app.crawl.html_text import cap_title, html_to_text, markdown_title
 from rag_app.documents import DOCUMENT_SUFFIXES, DocumentLimits, extract_document
 from rag_app.errors import RAGError
 
@@ -49,6 +48,8 @@ def read_local_document(
 ) -> tuple[str, str]:
     """(title, text) of a file; HTML goes through the same extraction as crawled pages,
     PDF and DOCX through their readers."""
+    from rag_app.crawl.html_text import cap_title, html_to_text, markdown_title  # HTML parser
+
     raw = read_bytes_limited(path, max_bytes)
     document = DOCUMENT_SUFFIXES.get(path.suffix.lower())
     if document is not None:

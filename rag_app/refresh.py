@@ -18,16 +18,18 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from rag_app.crawl.crawler import WebCrawler
 from rag_app.crawl.scope import page_key
 from rag_app.errors import RAGError
 from rag_app.fetching import Fetched, FetchOutcome, Gone, fetch_web, new_home
 from rag_app.index.chroma_store import SourceRecord
 from rag_app.refresh_checkpoint import RefreshCheckpoint
 from rag_app.results import IngestResult, RefreshSummary
+
+if TYPE_CHECKING:
+    from rag_app.crawl.crawler import WebCrawler
 
 logger = logging.getLogger(__name__)
 

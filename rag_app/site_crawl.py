@@ -22,13 +22,12 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rag_app.crawl.crawler import WebCrawler
-from rag_app.crawl.links import same_site
 from rag_app.crawl.pages import CrawledPage
 from rag_app.crawl.pages import NotModified as PageNotModified
 from rag_app.crawl.scope import CrawlScope, OutOfScope, page_key
+from rag_app.crawl.url_match import same_site
 from rag_app.crawl.url_safety import parse_url
 from rag_app.crawl_checkpoint import CrawlCheckpoint
 from rag_app.crawl_copies import StoredCopies
@@ -37,6 +36,9 @@ from rag_app.errors import CrawlError, RAGError, UrlRefusedError
 from rag_app.fetching import Fetched, NotModified, from_page
 from rag_app.index.chroma_store import SourceRecord
 from rag_app.results import CrawlSummary, IngestResult
+
+if TYPE_CHECKING:
+    from rag_app.crawl.crawler import WebCrawler
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ from test_crawl_site_helper import FIXTURE_PAGES
 
 from rag_app.crawl.exceptions import InvalidPatternError
 from rag_app.crawl.html_text import html_to_text, markdown_title, render_table
-from rag_app.crawl.links import compile_pattern, raw_links, same_site, select_links
+from rag_app.crawl.links import raw_links, select_links
+from rag_app.crawl.url_match import compile_pattern, same_site
 from rag_app.parsing.router import StructuredNodeParser
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,10 @@ def test_loading_the_bot_does_not_load_rag_app() -> None:
         [sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_unclosed_links_and_mentions_cost_linear_time() -> None:
+    for text in ("<http:" * 20_000, "<@U1|" * 20_000):  # 120,000 characters: was 28 s
+        start = time.monotonic()
+        assert unwrap_links(strip_mentions(text))
+        assert time.monotonic() - start < 2.0

@@ -29,11 +29,12 @@ from rag_app.crawl.exceptions import (
     HttpStatusError,
     RedirectNotFollowedError,
     RobotsBlockedError,
+    no_text_error,
     status_phrase,
 )
 from rag_app.crawl.fetcher import ACCEPT_HEADER, HTML_TYPES, PAGE_TYPES, HttpFetcher, RawResponse
 from rag_app.crawl.html_text import ExtractedText, cap_title, html_to_text, markdown_title
-from rag_app.crawl.links import UrlPattern, compile_pattern, same_site, select_links
+from rag_app.crawl.links import select_links
 from rag_app.crawl.pages import (
     CrawledPage,
     IndexLinks,
@@ -47,6 +48,7 @@ from rag_app.crawl.robots import RobotsCache, RobotsResponse
 from rag_app.crawl.safe_browsing import SafeBrowsingClient
 from rag_app.crawl.sitemap import MAX_SITEMAP_BYTES, SitemapEntries, parse_sitemap
 from rag_app.crawl.throttle import DomainThrottle
+from rag_app.crawl.url_match import UrlPattern, compile_pattern, same_site
 from rag_app.crawl.url_safety import AddressPolicy, Lookup, parse_url, resolve_and_check
 from rag_app.documents import DOCUMENT_TYPES, DocumentLimits, extract_document
 from rag_app.errors import CrawlError, RAGError, UrlRefusedError
@@ -544,13 +546,6 @@ class WebCrawler:
         if 200 <= response.status < 300:
             text, _codec = decode_body(response.body, response.charset, is_html=False)
         return RobotsResponse(status=response.status, text=text)
-
-
-def no_text_error(url: str) -> CrawlError:
-    """The error for a page without readable text (links alone are followed, not stored)."""
-    return CrawlError(
-        f"The page {url} has no readable text (it may need JavaScript); nothing to ingest."
-    )
 
 
 async def _notify(progress: ProgressCallback | None, done: int, total: int) -> None:

@@ -166,3 +166,10 @@ class BinaryContentError(CrawlError):
             "and plain text files are read as text (PDF and Word files need their .pdf or "
             ".docx name).",
         )
+
+
+def no_text_error(url: str) -> CrawlError:
+    """The error for a page without readable text (links alone are followed, not stored)."""
+    return CrawlError(
+        f"The page {url} has no readable text (it may need JavaScript); nothing to ingest."
+    )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from rag_app.crawl.links import UrlPattern, compile_pattern, same_site
+from rag_app.crawl.url_match import UrlPattern, compile_pattern, same_site
 
 
 class OutOfScope(Enum):

@@ -453,10 +453,14 @@ class ChromaStore:
     def load_rows(self, stop: threading.Event | None = None) -> int:
         """Read every stored row into the in-memory copy (`rag_app.index.stored_rows`),
         page by page, taking no lock: rows a write touched meanwhile are not kept (they are
-        read when a search first needs them). Returns how many rows it holds."""
+        read when a search first needs them). Each read waits for running searches first
+        (`search_gate`: the read holds the GIL, and the rows are read just when a new
+        service's first searches come in). Returns how many rows it holds."""
         rows = self.rows
         offset = 0
         while rows is not None and rows is self.rows and not (stop and stop.is_set()):
+            if self.gate is not None:
+                self.gate.wait_idle()
             since = rows.generation
             got = self.collection.get(
                 limit=ROWS_PAGE, offset=offset, include=["documents", "metadatas"]

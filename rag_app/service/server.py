@@ -199,7 +199,7 @@ class StoreService:
             self.ready.set()
             raise
         finally:
-            started(collect=True)  # the open index is long-lived: never rescanned
+            started()  # the open index is long-lived: frozen, never rescanned
         self.kb = kb
         kb.store.stall_exit_sec = self.settings.rag_store_stall_sec
         self.ready.set()

@@ -51,7 +51,7 @@ import pytest
 
 from rag_app import markdown_fences
 from rag_app.crawl import charset, html_text
-from rag_app.crawl.links import compile_pattern
+from rag_app.crawl.url_match import compile_pattern
 from rag_app.index import tokenizer
 from rag_app.parsing import content_type, headings, prose, tables
 from rag_app.parsing.router import structured_chunks

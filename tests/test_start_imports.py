@@ -1,0 +1,84 @@
+"""What a cold start loads before its first search (README "Cold start"): the store
+service opens without the crawler's HTML parser, and a `rag` command that must start the
+service starts it before importing its own HTTP client. Proved by what is imported, not
+by timing (`bench/cold_start.py` measures the seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _python(code: str, tmp_path: Path) -> dict[str, object]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "CHROMA"))},
+        "PYTHONPATH": str(REPO),
+        "CHROMADB_PERSIST_DIR": str(tmp_path / "chroma"),
+        "BM25_PERSIST_DIR": str(tmp_path / "bm25"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_the_service_opens_a_store_without_the_html_parser(tmp_path: Path) -> None:
+    code = """
+import asyncio, json, sys
+from rag_app.config import load_settings
+from rag_app.service import server
+from rag_app.knowledge import KnowledgeBase
+
+async def main():
+    kb = KnowledgeBase(load_settings(), take_ownership=True)
+    await kb.open()
+    await kb.ingest_text("notes/a.md", "# A\\n\\nSome text about the harbour.")
+    hits = await kb.retrieve("harbour")
+    before = sorted(m for m in ("bs4", "soupsieve") if m in sys.modules)
+    kb.crawler()  # the first fetch loads it
+    after = sorted(m for m in ("bs4", "soupsieve") if m in sys.modules)
+    await kb.aclose()
+    print(json.dumps({"hits": len(hits.hits), "before": before, "after": after}))
+
+asyncio.run(main())
+"""
+    seen = _python(code, tmp_path)
+    assert seen == {"hits": 1, "before": [], "after": ["bs4", "soupsieve"]}
+
+
+def test_a_cold_command_starts_the_service_before_loading_its_http_client(
+    tmp_path: Path,
+) -> None:
+    code = """
+import json, sys
+from rag_app.service import launcher
+
+def spawn(settings, primary):
+    print(json.dumps({"aiohttp_at_spawn": "aiohttp" in sys.modules}), flush=True)
+    raise SystemExit(0)
+
+launcher._spawn = spawn
+from rag_app.cli import main
+main(["search", "harbour"])
+"""
+    assert _python(code, tmp_path) == {"aiohttp_at_spawn": False}
+
+
+def test_the_crawl_package_names_load_on_first_use() -> None:
+    import rag_app.crawl as crawl
+    from rag_app.crawl.crawler import WebCrawler
+
+    assert sorted(crawl.__all__) == sorted(crawl._WHERE)
+    assert crawl.WebCrawler is WebCrawler
+    for name in crawl.__all__:
+        assert getattr(crawl, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        crawl.Nope  # noqa: B018
