@@ -1358,11 +1358,15 @@ class KnowledgeBase:
         # its vectors are about to be replaced
         store.reopen_chunks(exact_copy=False)
         old_name = store.chroma.collection.name
+        live_key = model_key(s.embedding_model_name, dim)
+        if reuse_copy and old_name in self.vectors_set_aside:  # its HNSW index is empty
+            held = store.search_the_copy(live_key)
+            logger.info("Vector searches answer from the vector copy (%d chunks) until the "
+                        "restored index takes over.", held)  # fmt: skip
         for leftover in store.reindex_leftovers(name, old_name):  # of an interrupted reindex
             store.drop_collection(leftover)
         # the vector copy's rows of the new collection are staged under their own name
         # until the switch: the live ones stay those of the live collection meanwhile
-        live_key = model_key(s.embedding_model_name, dim)
         if store.vector_copy is not None:
             store.vector_copy.drop(staged(live_key))  # of a reindex stopped in this process
         new = ChromaStore(

@@ -4,10 +4,13 @@ source of a damaged index's vectors (the salvage itself runs in real processes i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -391,3 +394,57 @@ async def test_a_set_aside_collection_without_real_vectors_holds_nothing_off(
     mark_pending(settings.chromadb_persist_dir, ["knowledge_sources"])
     await _open_until_the_copy_holds(settings, counting_embed, ids)
     assert pending(settings.chromadb_persist_dir) == []
+
+
+async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_restored(
+    settings: RAGSettings,
+    counting_embed: CountingEmbedding,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Chroma's HNSW files damaged on disk: the store opens with them set aside and
+    restores the vectors from the copy (6 min at 100k chunks). Searches made meanwhile,
+    the restore held at its first write, find by vector what they found before the damage
+    (the emptied index found nothing), and the same after the restore."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    from rag_app.index.chroma_store import ChromaStore
+    from tests.hnsw_files import persist_hnsw_then_drop_the_filler
+
+    query = "vcword2 is written here"
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    await kb.index_dir(_notes(tmp_path / "notes", 6))
+    before = [h.node_id for h in (await kb.retrieve(query, mode="vector")).hits]
+    await kb.aclose()
+    SharedSystemClient.clear_system_cache()
+    folder = persist_hnsw_then_drop_the_filler(Path(settings.chromadb_persist_dir))
+    (folder / "header.bin").write_bytes(b"\x00garbage" * 12)  # Chroma cannot load it now
+
+    held, release = threading.Event(), threading.Event()
+    real = ChromaStore.upsert_nodes
+
+    def paused(self: ChromaStore, nodes: Any, *args: Any, **kwargs: Any) -> Any:
+        if "__" in self.collection.name and not held.is_set():  # the restored collection
+            held.set()
+            release.wait(60)
+        return real(self, nodes, *args, **kwargs)
+
+    monkeypatch.setattr(ChromaStore, "upsert_nodes", paused)
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    try:
+        assert kb.vectors_set_aside
+        assert await asyncio.to_thread(held.wait, 60)
+        during = await kb.retrieve(query, mode="vector")
+        assert [h.node_id for h in during.hits] == before
+        assert kb.store.chroma.exact is not None and len(kb.store.chroma.exact) == 6
+        release.set()
+        assert kb._reembedding is not None
+        await kb._reembedding
+        assert not kb.vectors_set_aside and kb.reembedded == 0
+        after = await kb.retrieve(query, mode="vector")
+        assert [h.node_id for h in after.hits] == before
+    finally:
+        release.set()
+        await kb.aclose()

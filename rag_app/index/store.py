@@ -47,7 +47,7 @@ from rag_app.index.chroma_store import (
     SourceRecord,
     embedded,
 )
-from rag_app.index.exact_vectors import VectorMatches
+from rag_app.index.exact_vectors import ExactVectors, VectorMatches
 from rag_app.index.search_gate import SEARCHES
 from rag_app.index.segment_files import remove_left_behind, segment_ids
 from rag_app.index.vector_copy import VectorCopy
@@ -100,6 +100,8 @@ class Neighbourhood:
 
 
 EXACT_COPY_INLINE = 5_000  # up to here the exact-search copy is read in line (~0.4 s)
+RESTORE_READ = 1000
+"""Vectors read from the copy at a time by `search_the_copy`."""
 HEAL_BATCH = 500  # chunks whose vectors one step of `heal_vectors` looks up (~0.2 s)
 
 
@@ -661,6 +663,27 @@ class KnowledgeStore:
         loader = threading.Thread(target=self.load_exact_vectors, name="reload", daemon=True)
         self.loaders = [t for t in self.loaders if t.is_alive()] + [loader]
         loader.start()
+
+    def search_the_copy(self, key: str) -> int:
+        """While a set-aside vector index is restored (`KnowledgeBase.reindex`, writes held
+        off): answer vector searches exactly from the vector copy's rows under `key`
+        instead of from the emptied HNSW index, whatever the store's size (float32 in
+        memory: ~150 MB at 100k chunks, until the switch drops this collection object).
+        Chunks the copy lacks come back at the switch. Returns how many it holds."""
+        chroma, copy = self.chroma, self.vector_copy
+        if copy is None:
+            return 0
+        ids = sorted(chroma.all_ids())
+        exact = ExactVectors(chroma.dimension, capacity=len(ids) + 16)
+        for start in range(0, len(ids), RESTORE_READ):
+            part = ids[start : start + RESTORE_READ]
+            got = copy.get(key, part, chroma.dimension)
+            held = [i for i in part if i in got]
+            if held:
+                sources = [s or "" for s in self.bm25.source_of(held)]
+                exact.upsert(held, [got[i] for i in held], sources)
+        chroma.exact = exact
+        return len(exact)
 
     def switch_chunks(
         self,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hnsw_files import persist_hnsw_then_drop_the_filler
 from tests.processes import RAG, full_env, rag, rag_json, store_env, wait_serving, write_notes
 
 pytestmark = pytest.mark.slow
@@ -141,34 +142,6 @@ def test_a_full_disk_is_one_sentence_and_loses_nothing(tmp_path: Path) -> None:
     assert len(stats["sources"]) == 33 and stats["total_chunks"] == stats["bm25_documents"]
 
 
-def _persist_hnsw_then_drop_the_filler(chroma_dir: Path) -> Path:
-    """Past Chroma's sync threshold (1,000 writes) its HNSW files hold the vectors; add
-    and delete that many filler chunks so they do, and return the chunk index's folder."""
-    import chromadb
-    import numpy as np
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    client = chromadb.PersistentClient(path=str(chroma_dir))
-    chunks = client.get_collection("knowledge")
-    rng = np.random.default_rng(3)
-    ids = [f"filler-{i}" for i in range(1100)]
-    for start in range(0, len(ids), 100):
-        vectors = rng.normal(size=(100, 384))
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        chunks.upsert(ids=ids[start : start + 100], embeddings=vectors.tolist())
-    chunks.delete(ids=ids)
-    del chunks, client
-    SharedSystemClient.clear_system_cache()
-    with sqlite3.connect(chroma_dir / "chroma.sqlite3") as db:
-        (segment,) = db.execute(
-            "SELECT s.id FROM segments s JOIN collections c ON s.collection = c.id "
-            "WHERE c.name = 'knowledge' AND s.scope = 'VECTOR'"
-        ).fetchone()
-    folder = chroma_dir / segment
-    assert (folder / "index_metadata.pickle").exists()  # the vectors live in these files now
-    return folder
-
-
 def _vector_hits(env: dict[str, str], query: str) -> list[tuple[str, str, float]]:
     found = rag_json(env, "search", query, "--mode", "vector")
     return [(h["node_id"], h["source_url"], round(h["vector_distance"], 6)) for h in found["hits"]]
@@ -181,7 +154,7 @@ def test_a_damaged_vector_index_is_set_aside_and_restored_from_the_copy(tmp_path
     before = rag_json(env, "stats")
     asked = _vector_hits(env, "xi2の説明 その1")
     assert rag(env, "service", "stop").returncode == 0
-    folder = _persist_hnsw_then_drop_the_filler(tmp_path / "chroma_db")
+    folder = persist_hnsw_then_drop_the_filler(tmp_path / "chroma_db")
     (folder / "header.bin").write_bytes(b"\x00garbage" * 12)  # Chroma cannot load it now
 
     stats = rag_json(env, "stats")  # opens: the damaged folder is set aside, nothing lost
