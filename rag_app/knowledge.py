@@ -267,7 +267,7 @@ class KnowledgeBase:
     async def _reembed_set_aside(self) -> None:
         """After a damaged vector index was set aside: take every chunk's vector back from
         the vector copy, embedding again from its stored text only those it lacks (searches
-        keep working meanwhile: BM25 fully, vectors as they return)."""
+        keep working meanwhile: BM25 fully, vectors exactly from the copy, `search_the_copy`)."""
         logger.warning("Restoring the vectors after the vector index was set aside.")
         try:
             count = await self.reindex(reuse_copy=True)
