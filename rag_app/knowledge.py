@@ -1349,6 +1349,19 @@ class KnowledgeBase:
             await asyncio.to_thread(self._warm_up)
         return count
 
+    @staticmethod
+    def _search_the_copy(store: KnowledgeStore, key: str) -> None:
+        """Vector searches from the vector copy while a set-aside index is restored; a
+        failure (memory) leaves them off, as before, and the restore goes on."""
+        try:
+            held = store.search_the_copy(key)
+        except Exception as err:
+            logger.warning("Vector search stays off until the restore ends: %s", err)
+            return
+        if held:
+            logger.info("Vector searches answer from the vector copy (%d chunks) until the "
+                        "restored index takes over.", held)  # fmt: skip
+
     def _reindex_sync(self, progress: Progress | None, reuse_copy: bool = False) -> int:
         s = self.settings
         store = self.store
@@ -1359,10 +1372,9 @@ class KnowledgeBase:
         store.reopen_chunks(exact_copy=False)
         old_name = store.chroma.collection.name
         live_key = model_key(s.embedding_model_name, dim)
-        if reuse_copy and old_name in self.vectors_set_aside:  # its HNSW index is empty
-            held = store.search_the_copy(live_key)
-            logger.info("Vector searches answer from the vector copy (%d chunks) until the "
-                        "restored index takes over.", held)  # fmt: skip
+        restoring = reuse_copy and old_name in self.vectors_set_aside  # its HNSW is empty
+        if restoring:
+            self._search_the_copy(store, live_key)
         for leftover in store.reindex_leftovers(name, old_name):  # of an interrupted reindex
             store.drop_collection(leftover)
         # the vector copy's rows of the new collection are staged under their own name
@@ -1421,6 +1433,8 @@ class KnowledgeBase:
             if not self._closing.is_set():  # searches go on on the old collection: exactly
                 with contextlib.suppress(Exception):
                     store.reopen_chunks()
+                    if restoring:  # its HNSW is still empty until the next restore
+                        self._search_the_copy(store, live_key)
             raise
         grace = s.rag_reindex_grace_sec if s.chroma_host else 1.0
         store.switch_chunks(

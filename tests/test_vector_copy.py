@@ -396,31 +396,48 @@ async def test_a_set_aside_collection_without_real_vectors_holds_nothing_off(
     assert pending(settings.chromadb_persist_dir) == []
 
 
+RESTORE_QUERY = "vcword2 is written here"
+
+
+async def _damaged_store(
+    settings: RAGSettings, embed: CountingEmbedding, tmp_path: Path
+) -> tuple[list[str], set[str]]:
+    """A closed store of 6 notes whose HNSW files Chroma can no longer load: the vector
+    hits for RESTORE_QUERY before the damage, and the chunk ids."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    from tests.hnsw_files import persist_hnsw_then_drop_the_filler
+
+    kb = KnowledgeBase(settings, embed_model=embed)
+    await kb.open()
+    await kb.index_dir(_notes(tmp_path / "notes", 6))
+    before = [h.node_id for h in (await kb.retrieve(RESTORE_QUERY, mode="vector")).hits]
+    ids = kb.store.chroma.all_ids()
+    await kb.aclose()
+    SharedSystemClient.clear_system_cache()
+    folder = persist_hnsw_then_drop_the_filler(Path(settings.chromadb_persist_dir))
+    (folder / "header.bin").write_bytes(b"\x00garbage" * 12)  # Chroma cannot load it now
+    return before, ids
+
+
+@pytest.mark.parametrize("exact_limit", [20_000, 3, 0])
 async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_restored(
     settings: RAGSettings,
     counting_embed: CountingEmbedding,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    exact_limit: int,
 ) -> None:
     """Chroma's HNSW files damaged on disk: the store opens with them set aside and
     restores the vectors from the copy (6 min at 100k chunks). Searches made meanwhile,
     the restore held at its first write, find by vector what they found before the damage
-    (the emptied index found nothing), and the same after the restore."""
-    from chromadb.api.shared_system_client import SharedSystemClient
-
+    (the emptied index found nothing), and the same after the restore. Above
+    RAG_EXACT_SEARCH_MAX_CHUNKS the no-match rule stays off meanwhile, as it is for HNSW;
+    with exact search off (0) the copy is not held in memory."""
     from rag_app.index.chroma_store import ChromaStore
-    from tests.hnsw_files import persist_hnsw_then_drop_the_filler
 
-    query = "vcword2 is written here"
-    kb = KnowledgeBase(settings, embed_model=counting_embed)
-    await kb.open()
-    await kb.index_dir(_notes(tmp_path / "notes", 6))
-    before = [h.node_id for h in (await kb.retrieve(query, mode="vector")).hits]
-    await kb.aclose()
-    SharedSystemClient.clear_system_cache()
-    folder = persist_hnsw_then_drop_the_filler(Path(settings.chromadb_persist_dir))
-    (folder / "header.bin").write_bytes(b"\x00garbage" * 12)  # Chroma cannot load it now
-
+    settings = settings.model_copy(update={"rag_exact_search_max_chunks": exact_limit})
+    before, _ids = await _damaged_store(settings, counting_embed, tmp_path)
     held, release = threading.Event(), threading.Event()
     real = ChromaStore.upsert_nodes
 
@@ -436,15 +453,52 @@ async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_r
     try:
         assert kb.vectors_set_aside
         assert await asyncio.to_thread(held.wait, 60)
-        during = await kb.retrieve(query, mode="vector")
-        assert [h.node_id for h in during.hits] == before
-        assert kb.store.chroma.exact is not None and len(kb.store.chroma.exact) == 6
+        during = [h.node_id for h in (await kb.retrieve(RESTORE_QUERY, mode="vector")).hits]
+        vector = counting_embed.get_query_embedding(RESTORE_QUERY)
+        found = kb.store.query_vectors(vector, 3)
+        if exact_limit:
+            assert during == before
+            assert len(kb.store.chroma.exact or []) == 6
+            assert (found.spread is None) == (exact_limit < 6)
+        else:
+            assert during == [] and kb.store.chroma.exact is None
         release.set()
         assert kb._reembedding is not None
         await kb._reembedding
         assert not kb.vectors_set_aside and kb.reembedded == 0
-        after = await kb.retrieve(query, mode="vector")
+        after = await kb.retrieve(RESTORE_QUERY, mode="vector")
         assert [h.node_id for h in after.hits] == before
     finally:
         release.set()
+        await kb.aclose()
+
+
+async def test_a_failed_restore_keeps_answering_from_the_copy(
+    settings: RAGSettings,
+    counting_embed: CountingEmbedding,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The copy lacks a chunk and the embedding provider is down: the restore fails (the
+    next start tries again), and vector searches go on answering from the copy."""
+    before, ids = await _damaged_store(settings, counting_embed, tmp_path)
+    lost = before[0]
+    with sqlite3.connect(Path(settings.chromadb_persist_dir) / FILE) as db:
+        db.execute("DELETE FROM vectors WHERE id = ?", (lost,))
+
+    def down(texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("the embedding provider is down")
+
+    monkeypatch.setattr(counting_embed, "_get_text_embeddings", down)
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    try:
+        assert kb._reembedding is not None
+        await kb._reembedding
+        assert kb.vectors_set_aside  # still to do
+        during = [h.node_id for h in (await kb.retrieve(RESTORE_QUERY, mode="vector")).hits]
+        assert during and lost not in during
+        assert during[: len(before) - 1] == [i for i in before if i != lost]
+        assert len(kb.store.chroma.exact or []) == len(ids) - 1
+    finally:
         await kb.aclose()

@@ -823,7 +823,10 @@ class ChromaStore:
             return VectorMatches()
         exact = self.exact
         if exact is not None:
-            return exact.query(embedding, top_k, sources)
+            found = exact.query(embedding, top_k, sources)
+            if len(exact) > self.exact_max_chunks:  # a restore's copy (`search_the_copy`):
+                found.spread = None  # the no-match rule stays off as for HNSW at this size
+            return found
         try:
             where = {"source_url": {"$in": list(sources)}} if sources is not None else None
             got = self.collection.query(

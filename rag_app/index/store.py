@@ -102,6 +102,9 @@ class Neighbourhood:
 EXACT_COPY_INLINE = 5_000  # up to here the exact-search copy is read in line (~0.4 s)
 RESTORE_READ = 1000
 """Vectors read from the copy at a time by `search_the_copy`."""
+RESTORE_SEARCH_MAX_BYTES = 1 << 30
+"""Largest in-memory copy `search_the_copy` makes (1 GiB: 700k chunks of 384 dimensions,
+170k of 1,536)."""
 HEAL_BATCH = 500  # chunks whose vectors one step of `heal_vectors` looks up (~0.2 s)
 
 
@@ -667,15 +670,21 @@ class KnowledgeStore:
     def search_the_copy(self, key: str) -> int:
         """While a set-aside vector index is restored (`KnowledgeBase.reindex`, writes held
         off): answer vector searches exactly from the vector copy's rows under `key`
-        instead of from the emptied HNSW index, whatever the store's size (float32 in
-        memory: ~150 MB at 100k chunks, until the switch drops this collection object).
-        Chunks the copy lacks come back at the switch. Returns how many it holds."""
+        instead of from the emptied HNSW index (float32 in memory, up to
+        `RESTORE_SEARCH_MAX_BYTES`: 154 MB at 100k chunks of 384 dimensions, until the
+        switch drops this collection object). Not when exact search is off
+        (`RAG_EXACT_SEARCH_MAX_CHUNKS=0`) or the store is closing. Chunks the copy lacks
+        come back at the switch. Returns how many it holds."""
         chroma, copy = self.chroma, self.vector_copy
-        if copy is None:
+        if copy is None or chroma.exact_max_chunks <= 0:
             return 0
         ids = sorted(chroma.all_ids())
+        if len(ids) * chroma.dimension * 4 > RESTORE_SEARCH_MAX_BYTES:
+            return 0
         exact = ExactVectors(chroma.dimension, capacity=len(ids) + 16)
         for start in range(0, len(ids), RESTORE_READ):
+            if self.closing.is_set():
+                return 0
             part = ids[start : start + RESTORE_READ]
             got = copy.get(key, part, chroma.dimension)
             held = [i for i in part if i in got]
