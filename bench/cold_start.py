@@ -3,10 +3,12 @@ until the store is open) against the same service with the GC on all along, alte
 
 Not a test. Each round starts a store service on the store (no other running), waits
 until it says ready, then answers one `rag search` from a new process; the service's
-log splits the open into its steps (the builtin model itself loads in the first
-search, memory-mapped: ~0.02 s). Ratios are shipped ÷ GC-on in the same run. Ends with
+log splits the open into its steps (the builtin model loads in the warm-up before
+ready: import 0.06 s, load 0.01 s, a first query 0.05 s). Ratios are shipped ÷ GC-on in
+the same run. Ends with
 true cold `rag search` runs (each starts the service itself), as a user meets them, each
-followed by a warm one. A store built here has a source record per page, as an ingest leaves it.
+followed by a warm one, and as many launches of `rag-mcp` over stdio to its first
+answer. A store built here has a source record per page, as an ingest leaves it.
 
     python bench/cold_start.py --build 100000 [--keep DIR] [--rounds 4]
     python bench/cold_start.py --store DIR [--rounds 4]     # a store --keep left
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -120,6 +123,37 @@ def main() -> None:
         print(f"a cold `rag search` (it starts the service), median of {args.rounds}: "
               f"{statistics.median(cold):.2f} s (each: {' '.join(f'{c:.2f}' for c in cold)}); "
               f"then a warm one (service running): {statistics.median(warm):.2f} s")  # fmt: skip
+        mcp = []
+        for _ in range(args.rounds):
+            _stop(env)
+            time.sleep(0.5)
+            mcp.append(asyncio.run(_mcp_first_answer(env)))
+        _stop(env)
+        print(f"a new `rag-mcp` over stdio, no service running: `initialize` answered after "
+              f"{statistics.median(i for i, _ in mcp):.2f} s, its first `rag_search` after "
+              f"{statistics.median(a for _, a in mcp):.2f} s (median of {args.rounds}; each: "
+              f"{' '.join(f'{a:.2f}' for _, a in mcp)})")  # fmt: skip
+
+
+async def _mcp_first_answer(env: dict[str, str]) -> tuple[float, float]:
+    """Launch `rag-mcp` as an MCP client does: seconds to `initialize`, and to the answer
+    of the first `rag_search`."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=str(BIN / "rag-mcp"), args=[], env=env)
+    t0 = time.perf_counter()
+    with open(os.devnull, "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            ready = time.perf_counter() - t0
+            result = await session.call_tool("rag_search", {"query": QUERY})
+            if result.is_error:
+                raise RuntimeError(str(result.content)[:500])
+            return ready, time.perf_counter() - t0
 
 
 def _timed_search(env: dict[str, str]) -> float:

@@ -68,29 +68,33 @@ async def _searched_meanwhile(
 ) -> tuple[str, dict[str, list[str]]]:
     """Search the probes by vector every 0.5 s until the restore ends: when vector search
     first answered and how long a query took (the restore writes beside it); and the
-    last round's top 10s."""
+    top 10s of the first round in which every probe was answered."""
     assert kb._reembedding is not None
-    last: dict[str, list[str]] = {}
+    seen: dict[str, list[str]] = {}
     first: float | None = None
     per_query: list[float] = []
+    damaged = kb.store.chroma.collection.name
     while not kb._reembedding.done():
+        chroma = kb.store.chroma
+        ready = chroma.exact is not None  # the copy answers from the round's start
         t = time.perf_counter()
         got = await asyncio.to_thread(_top10, kb, probes)
-        last.update(got)
         per_query.append((time.perf_counter() - t) * 1000 / len(probes))
-        if first is None and all(got.values()):
-            first = time.perf_counter() - t0
+        from_copy = ready and chroma.collection.name == damaged
+        if first is None and from_copy and kb.store.chroma is chroma:
+            first = time.perf_counter() - t0  # the copy answered the whole round
+            seen.update(got)
         await asyncio.sleep(0.5)
     await kb._reembedding
     if not per_query:
-        return "no search ran during the restore", last
+        return "no search ran during the restore", seen
     q = sorted(per_query)
     found = f"after {first:.2f} s" if first is not None else "never"
     return (
-        f"vector search during the restore: every probe answered {found}; "
+        f"vector search during the restore: answered from the copy {found}; "
         f"{len(per_query)} rounds; per query p50 {statistics.median(q):.1f} ms, "
         f"p95 {q[int(0.95 * (len(q) - 1))]:.1f} ms"
-    ), last
+    ), seen
 
 
 def _true_top10(copy_file: Path, probes: dict[str, list[float]]) -> dict[str, list[str]]:
@@ -177,7 +181,7 @@ async def run(folder: Path, sample: int, full: bool) -> None:
     serving = time.perf_counter() - t0
     if kb._reembedding is None:
         raise SystemExit("the damaged index was not set aside")
-    during, last = await _searched_meanwhile(kb, probes, t0)
+    during, during_top = await _searched_meanwhile(kb, probes, t0)
     restored = time.perf_counter() - t0
     after = _top10(kb, probes)
     same = sum(before[i] == after[i] for i in probes)
@@ -194,7 +198,7 @@ async def run(folder: Path, sample: int, full: bool) -> None:
     print(
         "  top-10 overlap with brute force over the copy: "
         f"intact HNSW {_overlap(before, truth):.3f}, "
-        f"during the restore {_overlap(last, truth):.3f}, "
+        f"during the restore {_overlap(during_top, truth):.3f}, "
         f"restored HNSW {_overlap(after, truth):.3f}"
     )
 

@@ -82,3 +82,34 @@ def test_the_crawl_package_names_load_on_first_use() -> None:
         assert getattr(crawl, name) is not None
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         crawl.Nope  # noqa: B018
+
+
+def test_rag_mcp_starts_the_service_before_importing_the_mcp_sdk(tmp_path: Path) -> None:
+    code = """
+import json, sys
+from rag_app.service import launcher
+
+def spawn(settings, primary):
+    print(json.dumps({"mcp_at_spawn": "mcp" in sys.modules}), flush=True)
+    raise SystemExit(0)
+
+launcher._spawn = spawn
+from mcp_server.__main__ import main
+main([])
+"""
+    assert _python(code, tmp_path) == {"mcp_at_spawn": False}
+
+
+def test_an_early_start_that_cannot_happen_is_left_to_the_first_call(tmp_path: Path) -> None:
+    """A store folder that cannot be used: `start_soon` says nothing and starts nothing;
+    the first tool call reports it (tested with the real server elsewhere)."""
+    from rag_app.config import load_settings
+    from rag_app.service.launcher import start_soon
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    settings = load_settings(
+        chromadb_persist_dir=str(blocker / "chroma"), bm25_persist_dir=str(tmp_path / "bm25")
+    )
+    start_soon(settings)  # no exception
+    assert not (tmp_path / "bm25" / ".rag-spawn.json").exists()

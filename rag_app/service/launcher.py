@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import os
 import secrets
 import subprocess
@@ -153,6 +154,18 @@ def _spawn(settings: RAGSettings, primary: Path) -> subprocess.Popen[bytes] | No
             )
         note.write_text(json.dumps({"pid": proc.pid, "time": time.time()}), encoding="utf-8")
         return proc
+
+
+def start_soon(settings: RAGSettings) -> None:
+    """Start the store's owner now when none runs, without waiting for it: a server that
+    imports its own libraries next (`rag-mcp`: the MCP SDK) does so while the owner opens
+    the store, on another core. Never raises: `find_owner` says what is wrong later."""
+    try:
+        dirs = prepare_dirs(settings)
+        if _owner_lock_free(dirs):
+            _spawn(settings, dirs[0])
+    except Exception as err:  # a bad folder, a lock timeout: reported by the first call
+        logging.getLogger(__name__).debug("The store service was not started early: %s", err)
 
 
 async def find_owner(settings: RAGSettings) -> dict[str, Any]:
