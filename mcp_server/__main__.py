@@ -66,9 +66,10 @@ def _serve(args: argparse.Namespace) -> None:
         except SettingsError as err:
             print(f"rag-mcp: {err}", file=sys.stderr)
             raise SystemExit(2) from None
-        from rag_app.service.launcher import start_soon
+        if args.transport == "stdio":  # HTTP checks its token and port first (they may fail)
+            from rag_app.service.launcher import start_soon
 
-        start_soon(settings)  # the store service opens while the MCP SDK is imported
+            start_soon(settings)  # the store service opens while the MCP SDK is imported
         from mcp_server.server import build_server
 
         server = build_server(settings, log_level=args.log_level)

@@ -1349,12 +1349,12 @@ class KnowledgeBase:
             await asyncio.to_thread(self._warm_up)
         return count
 
-    @staticmethod
-    def _search_the_copy(store: KnowledgeStore, key: str) -> None:
-        """Vector searches from the vector copy while a set-aside index is restored; a
-        failure (memory) leaves them off, as before, and the restore goes on."""
+    def _search_the_copy(self, store: KnowledgeStore, key: str) -> None:
+        """Vector searches from the vector copy while a set-aside index waits to be
+        restored (by this reindex, or by the next start after it failed); a failure
+        (memory) leaves them off, as before, and the reindex goes on."""
         try:
-            held = store.search_the_copy(key)
+            held = store.search_the_copy(key, self._closing)
         except Exception as err:
             logger.warning("Vector search stays off until the restore ends: %s", err)
             return
@@ -1372,7 +1372,7 @@ class KnowledgeBase:
         store.reopen_chunks(exact_copy=False)
         old_name = store.chroma.collection.name
         live_key = model_key(s.embedding_model_name, dim)
-        restoring = reuse_copy and old_name in self.vectors_set_aside  # its HNSW is empty
+        restoring = old_name in self.vectors_set_aside  # its HNSW index is empty
         if restoring:
             self._search_the_copy(store, live_key)
         for leftover in store.reindex_leftovers(name, old_name):  # of an interrupted reindex

@@ -113,3 +113,20 @@ def test_an_early_start_that_cannot_happen_is_left_to_the_first_call(tmp_path: P
     )
     start_soon(settings)  # no exception
     assert not (tmp_path / "bm25" / ".rag-spawn.json").exists()
+
+
+def test_rag_mcp_over_http_starts_no_service_before_its_own_checks(tmp_path: Path) -> None:
+    """A public bind without a token is refused (exit 2): no store service was started."""
+    code = """
+import json, sys
+from rag_app.service import launcher
+
+spawned = []
+launcher._spawn = lambda settings, primary: spawned.append(primary)
+from mcp_server.__main__ import main
+try:
+    main(["--transport", "streamable-http", "--host", "0.0.0.0", "--port", "0"])
+except SystemExit as exit_:
+    print(json.dumps({"code": exit_.code, "spawned": len(spawned)}), flush=True)
+"""
+    assert _python(code, tmp_path) == {"code": 2, "spawned": 0}

@@ -431,9 +431,9 @@ async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_r
     """Chroma's HNSW files damaged on disk: the store opens with them set aside and
     restores the vectors from the copy (6 min at 100k chunks). Searches made meanwhile,
     the restore held at its first write, find by vector what they found before the damage
-    (the emptied index found nothing), and the same after the restore. Above
-    RAG_EXACT_SEARCH_MAX_CHUNKS the no-match rule stays off meanwhile, as it is for HNSW;
-    with exact search off (0) the copy is not held in memory."""
+    (the emptied index found nothing), whatever RAG_EXACT_SEARCH_MAX_CHUNKS says, and the
+    same after the restore; the no-match rule stays off meanwhile, as it was before the
+    copy answered. With exact search off (0) the copy is not held in memory."""
     from rag_app.index.chroma_store import ChromaStore
 
     settings = settings.model_copy(update={"rag_exact_search_max_chunks": exact_limit})
@@ -459,7 +459,7 @@ async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_r
         if exact_limit:
             assert during == before
             assert len(kb.store.chroma.exact or []) == 6
-            assert (found.spread is None) == (exact_limit < 6)
+            assert found.spread is None  # the no-match rule stays off meanwhile
         else:
             assert during == [] and kb.store.chroma.exact is None
         release.set()
@@ -473,14 +473,22 @@ async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_r
         await kb.aclose()
 
 
+@pytest.mark.parametrize("exact_limit", [20_000, 3])
 async def test_a_failed_restore_keeps_answering_from_the_copy(
     settings: RAGSettings,
     counting_embed: CountingEmbedding,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    exact_limit: int,
 ) -> None:
     """The copy lacks a chunk and the embedding provider is down: the restore fails (the
-    next start tries again), and vector searches go on answering from the copy."""
+    next start tries again), and vector searches go on answering from the copy — also
+    after the provider is back and a page is written (a store above the exact-search
+    limit kept it too), during the `rag reindex` the error message suggests, and until
+    that reindex takes over."""
+    from rag_app.index.chroma_store import ChromaStore
+
+    settings = settings.model_copy(update={"rag_exact_search_max_chunks": exact_limit})
     before, ids = await _damaged_store(settings, counting_embed, tmp_path)
     lost = before[0]
     with sqlite3.connect(Path(settings.chromadb_persist_dir) / FILE) as db:
@@ -492,6 +500,7 @@ async def test_a_failed_restore_keeps_answering_from_the_copy(
     monkeypatch.setattr(counting_embed, "_get_text_embeddings", down)
     kb = KnowledgeBase(settings, embed_model=counting_embed)
     await kb.open()
+    held, release = threading.Event(), threading.Event()
     try:
         assert kb._reembedding is not None
         await kb._reembedding
@@ -500,5 +509,41 @@ async def test_a_failed_restore_keeps_answering_from_the_copy(
         assert during and lost not in during
         assert during[: len(before) - 1] == [i for i in before if i != lost]
         assert len(kb.store.chroma.exact or []) == len(ids) - 1
+        stop = threading.Event()
+        stop.set()
+        key = kb.store.chroma.copy_key
+        assert kb.store.search_the_copy(key, stop) == 0  # a closing store stops it
+
+        monkeypatch.undo()  # the provider is back: a page is written
+        (tmp_path / "more").mkdir()
+        (tmp_path / "more" / "late.md").write_text(
+            "# Late\n\nlatecomer words about a lighthouse keeper.\n", encoding="utf-8"
+        )
+        await kb.index_dir(tmp_path / "more")
+        assert len(kb.store.chroma.exact or []) == len(ids)
+        late = (await kb.retrieve("a lighthouse keeper", mode="vector")).hits
+        assert late and "lighthouse" in late[0].text
+
+        real = ChromaStore.upsert_nodes
+
+        def paused(self: ChromaStore, nodes: Any, *args: Any, **kwargs: Any) -> Any:
+            if "__" in self.collection.name and not held.is_set():
+                held.set()
+                release.wait(60)
+            return real(self, nodes, *args, **kwargs)
+
+        monkeypatch.setattr(ChromaStore, "upsert_nodes", paused)
+        reindex = asyncio.create_task(kb.reindex())
+        assert await asyncio.to_thread(held.wait, 60)
+        meanwhile = await kb.retrieve(RESTORE_QUERY, mode="vector")
+        assert [h.node_id for h in meanwhile.hits][: len(before) - 1] == [
+            i for i in before if i != lost
+        ]
+        release.set()
+        assert await reindex == len(ids) + 1
+        assert not kb.vectors_set_aside
+        after = [h.node_id for h in (await kb.retrieve(RESTORE_QUERY, mode="vector")).hits]
+        assert after[: len(before)] == before  # the lost chunk embedded again
     finally:
+        release.set()
         await kb.aclose()

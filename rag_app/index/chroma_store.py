@@ -200,6 +200,9 @@ new collection). With them and `HNSW_EF_SEARCH`, the top 30 of 300 JSQuAD questi
 exact search at 100k near-duplicate-rich chunks (`bench/vector_recall.py`); Chroma's defaults
 (100 / 16 / 100) reached recall@10 0.78–0.81 there, and even ef_search 3200 only 0.996."""
 HNSW_EF_SEARCH = 400
+RESTORE_COPY_MAX_BYTES = 1 << 30
+"""Largest in-memory copy of the vectors held while a set-aside index waits to be restored
+(`KnowledgeStore.search_the_copy`; 1 GiB: up to 699,050 chunks of 384 dimensions)."""
 HNSW_SYNC_THRESHOLD = 1000
 """New vectors between two saves of the HNSW files (Chroma's default, set on every open).
 An open inserts the ones since the last save again (1.7 s for 520 at 100k chunks; the
@@ -236,6 +239,11 @@ class ChromaStore:
         self.exact_max_chunks = exact_max_chunks
         self.rows_max_chunks = exact_max_chunks if rows_max_chunks is None else rows_max_chunks
         self.exact: ExactVectors | None = None  # see read_exact, adopt_exact
+        self.restore_copy = False
+        """`exact` is the vector copy held while this collection's set-aside HNSW index
+        waits to be restored (`KnowledgeStore.search_the_copy`): kept whatever the store's
+        size (up to `RESTORE_COPY_MAX_BYTES`), and the no-match rule stays off meanwhile
+        (it may lack chunks, and it was off before the copy answered)."""
         self.rows: StoredRows | None = None
         """The stored rows in memory, for stores of up to `rows_max_chunks` (`load_rows`)."""
         self.known = known
@@ -435,7 +443,7 @@ class ChromaStore:
         self._settle(exact, self.all_ids())
         if len(exact) != self.count():  # another machine wrote while ids were paged
             self._settle(exact, self.all_ids())
-        self.exact, self.rows = exact, None
+        self.exact, self.rows, self.restore_copy = exact, None, False
         self._drop_exact_if_too_big()
         self.start_rows()
         return self.exact is not None
@@ -527,6 +535,10 @@ class ChromaStore:
 
     def _drop_exact_if_too_big(self) -> None:
         size = len(self.exact) if self.exact is not None else None
+        if size is not None and self.restore_copy:
+            if size * self.dimension * 4 > RESTORE_COPY_MAX_BYTES:
+                self.exact, self.restore_copy = None, False
+            return
         if size is not None and size > self.exact_max_chunks:
             self.exact = None
             logger.info(
@@ -824,8 +836,8 @@ class ChromaStore:
         exact = self.exact
         if exact is not None:
             found = exact.query(embedding, top_k, sources)
-            if len(exact) > self.exact_max_chunks:  # a restore's copy (`search_the_copy`):
-                found.spread = None  # the no-match rule stays off as for HNSW at this size
+            if self.restore_copy:  # the no-match rule stays off (`restore_copy`)
+                found.spread = None
             return found
         try:
             where = {"source_url": {"$in": list(sources)}} if sources is not None else None

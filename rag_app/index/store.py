@@ -42,6 +42,7 @@ from rag_app.index.change_log import (
 )
 from rag_app.index.chroma_store import (
     HNSW_EF_SEARCH,
+    RESTORE_COPY_MAX_BYTES,
     ChromaStore,
     SectionChunk,
     SourceRecord,
@@ -102,9 +103,6 @@ class Neighbourhood:
 EXACT_COPY_INLINE = 5_000  # up to here the exact-search copy is read in line (~0.4 s)
 RESTORE_READ = 1000
 """Vectors read from the copy at a time by `search_the_copy`."""
-RESTORE_SEARCH_MAX_BYTES = 1 << 30
-"""Largest in-memory copy `search_the_copy` makes (1 GiB: 700k chunks of 384 dimensions,
-170k of 1,536)."""
 HEAL_BATCH = 500  # chunks whose vectors one step of `heal_vectors` looks up (~0.2 s)
 
 
@@ -667,23 +665,23 @@ class KnowledgeStore:
         self.loaders = [t for t in self.loaders if t.is_alive()] + [loader]
         loader.start()
 
-    def search_the_copy(self, key: str) -> int:
-        """While a set-aside vector index is restored (`KnowledgeBase.reindex`, writes held
-        off): answer vector searches exactly from the vector copy's rows under `key`
-        instead of from the emptied HNSW index (float32 in memory, up to
-        `RESTORE_SEARCH_MAX_BYTES`: 154 MB at 100k chunks of 384 dimensions, until the
-        switch drops this collection object). Not when exact search is off
-        (`RAG_EXACT_SEARCH_MAX_CHUNKS=0`) or the store is closing. Chunks the copy lacks
-        come back at the switch. Returns how many it holds."""
+    def search_the_copy(self, key: str, stop: threading.Event | None = None) -> int:
+        """While a set-aside vector index waits to be restored (`KnowledgeBase.reindex`):
+        answer vector searches exactly from the vector copy's rows under `key` instead of
+        from the emptied HNSW index (float32 in memory, up to `RESTORE_COPY_MAX_BYTES`:
+        154 MB at 100k chunks of 384 dimensions, until the restored collection takes
+        over; `ChromaStore.restore_copy`). Not when exact search is off
+        (`RAG_EXACT_SEARCH_MAX_CHUNKS=0`), or once `stop` or the store's closing is set.
+        Chunks the copy lacks come back with the restore. Returns how many it holds."""
         chroma, copy = self.chroma, self.vector_copy
         if copy is None or chroma.exact_max_chunks <= 0:
             return 0
         ids = sorted(chroma.all_ids())
-        if len(ids) * chroma.dimension * 4 > RESTORE_SEARCH_MAX_BYTES:
+        if len(ids) * chroma.dimension * 4 > RESTORE_COPY_MAX_BYTES:
             return 0
         exact = ExactVectors(chroma.dimension, capacity=len(ids) + 16)
         for start in range(0, len(ids), RESTORE_READ):
-            if self.closing.is_set():
+            if self.closing.is_set() or (stop is not None and stop.is_set()):
                 return 0
             part = ids[start : start + RESTORE_READ]
             got = copy.get(key, part, chroma.dimension)
@@ -691,7 +689,7 @@ class KnowledgeStore:
             if held:
                 sources = [s or "" for s in self.bm25.source_of(held)]
                 exact.upsert(held, [got[i] for i in held], sources)
-        chroma.exact = exact
+        chroma.exact, chroma.restore_copy = exact, True
         return len(exact)
 
     def switch_chunks(
