@@ -24,8 +24,9 @@ less than the docs do), and one held name keeps the search (`my_tasks` beside
 `asyncio.gather()` is the user's own).
 
 It needs the similarity of every chunk, which the exact-search copy computes anyway
-(`rag_app.index.exact_vectors.Spread`); a store above `RAG_EXACT_SEARCH_MAX_CHUNKS`, or
-searched by BM25 alone, is never declined.
+(`rag_app.index.exact_vectors.Spread`); a store above `RAG_EXACT_SEARCH_MAX_CHUNKS`, one
+whose damaged vector index is being restored (`ChromaStore.restore_copy`), or a search by
+BM25 alone, is never declined.
 """
 
 from __future__ import annotations
