@@ -388,9 +388,17 @@ async def _cmd_service(settings: RAGSettings, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, ensure_ascii=False, indent=2))
     else:
+        restoring = status.get("restoring")
         print(
             f"{status['state']}: pid {status['pid']} on 127.0.0.1:{status['port']} "
             f"for {status['folder']} ({status['inflight']} requests in flight)"
+            + (
+                "; restoring the vector index after damage: "
+                + (f"{restoring[0]:,} of {restoring[1]:,} chunks" if restoring[1] else "starting")
+                + " (writes wait for it)"
+                if restoring
+                else ""
+            )
         )
     return 0
 

@@ -225,6 +225,9 @@ class KnowledgeBase:
         self.reembedded = 0  # chunks the last reindex embedded (the rest came from the copy)
         self.threads_left: list[str] = []  # background threads still running after `aclose`
         self._reembedding: asyncio.Task[None] | None = None
+        self.restoring: tuple[int, int] | None = None
+        """(chunks done, chunks in all) while a set-aside vector index is restored in the
+        background (shown by `rag service status`); None otherwise."""
         self._background: list[threading.Thread] = []  # exact copy loader, vector healer
         self.heal_marker: Path | None = None
         """Set by a store service whose previous owner ended abnormally: the open checks
@@ -269,8 +272,13 @@ class KnowledgeBase:
         the vector copy, embedding again from its stored text only those it lacks (searches
         keep working meanwhile: BM25 fully, vectors exactly from the copy, `search_the_copy`)."""
         logger.warning("Restoring the vectors after the vector index was set aside.")
+        self.restoring = (0, 0)
+
+        def restored(done: int, total: int) -> None:
+            self.restoring = (done, total)
+
         try:
-            count = await self.reindex(reuse_copy=True)
+            count = await self.reindex(restored, reuse_copy=True)
         except Exception as err:  # e.g. the embedding provider is down: say how to finish
             if self._closing.is_set():
                 logger.warning("Re-embedding paused (the store is closing); the next start "
@@ -279,6 +287,8 @@ class KnowledgeBase:
                 logger.error("Re-embedding after the vector index was set aside failed (%s); "
                              "the next start tries again, or run `rag reindex`.", err)  # fmt: skip
             return
+        finally:
+            self.restoring = None
         logger.warning(
             "Restored the vectors of %d chunks after the vector index was set aside (%d "
             "from the vector copy, %d embedded again).",

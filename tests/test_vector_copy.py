@@ -453,6 +453,7 @@ async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_r
     try:
         assert kb.vectors_set_aside
         assert await asyncio.to_thread(held.wait, 60)
+        assert kb.restoring == (0, 0)  # held at its first write (`rag service status`)
         during = [h.node_id for h in (await kb.retrieve(RESTORE_QUERY, mode="vector")).hits]
         vector = counting_embed.get_query_embedding(RESTORE_QUERY)
         found = kb.store.query_vectors(vector, 3)
@@ -465,7 +466,7 @@ async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_r
         release.set()
         assert kb._reembedding is not None
         await kb._reembedding
-        assert not kb.vectors_set_aside and kb.reembedded == 0
+        assert not kb.vectors_set_aside and kb.reembedded == 0 and kb.restoring is None
         after = await kb.retrieve(RESTORE_QUERY, mode="vector")
         assert [h.node_id for h in after.hits] == before
     finally:

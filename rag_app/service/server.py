@@ -285,6 +285,7 @@ class StoreService:
                 "state": state,
                 "pid": os.getpid(),
                 "inflight": self.inflight,
+                "restoring": list(self.kb.restoring) if self.kb and self.kb.restoring else None,
                 "error": str(self.open_error) if self.open_error else None,
                 "fingerprint": protocol.fingerprint(self.settings),
             }
