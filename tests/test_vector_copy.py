@@ -420,6 +420,26 @@ async def _damaged_store(
     return before, ids
 
 
+def _hold_the_first_restored_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[threading.Event, threading.Event]:
+    """Make the first write into a new (restored) chunk collection wait for `release`;
+    `held` is set while it waits."""
+    from rag_app.index.chroma_store import ChromaStore
+
+    held, release = threading.Event(), threading.Event()
+    real = ChromaStore.upsert_nodes
+
+    def paused(self: ChromaStore, nodes: Any, *args: Any, **kwargs: Any) -> Any:
+        if "__" in self.collection.name and not held.is_set():  # knowledge__<id>
+            held.set()
+            release.wait(60)
+        return real(self, nodes, *args, **kwargs)
+
+    monkeypatch.setattr(ChromaStore, "upsert_nodes", paused)
+    return held, release
+
+
 @pytest.mark.parametrize("exact_limit", [20_000, 3, 0])
 async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_restored(
     settings: RAGSettings,
@@ -434,20 +454,10 @@ async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_r
     (the emptied index found nothing), whatever RAG_EXACT_SEARCH_MAX_CHUNKS says, and the
     same after the restore; the no-match rule stays off meanwhile, as it was before the
     copy answered. With exact search off (0) the copy is not held in memory."""
-    from rag_app.index.chroma_store import ChromaStore
 
     settings = settings.model_copy(update={"rag_exact_search_max_chunks": exact_limit})
     before, _ids = await _damaged_store(settings, counting_embed, tmp_path)
-    held, release = threading.Event(), threading.Event()
-    real = ChromaStore.upsert_nodes
-
-    def paused(self: ChromaStore, nodes: Any, *args: Any, **kwargs: Any) -> Any:
-        if "__" in self.collection.name and not held.is_set():  # the restored collection
-            held.set()
-            release.wait(60)
-        return real(self, nodes, *args, **kwargs)
-
-    monkeypatch.setattr(ChromaStore, "upsert_nodes", paused)
+    held, release = _hold_the_first_restored_write(monkeypatch)
     kb = KnowledgeBase(settings, embed_model=counting_embed)
     await kb.open()
     try:
@@ -487,7 +497,6 @@ async def test_a_failed_restore_keeps_answering_from_the_copy(
     after the provider is back and a page is written (a store above the exact-search
     limit kept it too), during the `rag reindex` the error message suggests, and until
     that reindex takes over."""
-    from rag_app.index.chroma_store import ChromaStore
 
     settings = settings.model_copy(update={"rag_exact_search_max_chunks": exact_limit})
     before, ids = await _damaged_store(settings, counting_embed, tmp_path)
@@ -525,15 +534,7 @@ async def test_a_failed_restore_keeps_answering_from_the_copy(
         late = (await kb.retrieve("a lighthouse keeper", mode="vector")).hits
         assert late and "lighthouse" in late[0].text
 
-        real = ChromaStore.upsert_nodes
-
-        def paused(self: ChromaStore, nodes: Any, *args: Any, **kwargs: Any) -> Any:
-            if "__" in self.collection.name and not held.is_set():
-                held.set()
-                release.wait(60)
-            return real(self, nodes, *args, **kwargs)
-
-        monkeypatch.setattr(ChromaStore, "upsert_nodes", paused)
+        held, release = _hold_the_first_restored_write(monkeypatch)
         reindex = asyncio.create_task(kb.reindex())
         assert await asyncio.to_thread(held.wait, 60)
         meanwhile = await kb.retrieve(RESTORE_QUERY, mode="vector")
