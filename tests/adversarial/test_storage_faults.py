@@ -15,7 +15,9 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from tests.hnsw_files import persist_hnsw_then_drop_the_filler
 from tests.processes import RAG, full_env, rag, rag_json, store_env, wait_serving, write_notes
@@ -226,4 +228,69 @@ def test_a_garbage_vector_copy_is_set_aside_and_filled_again(tmp_path: Path) -> 
     assert aside and aside[0].read_bytes().startswith(b"\x00not a database")
     log = (chroma_dir / ".rag-service.log").read_text(encoding="utf-8")
     assert "set aside" in log, log[-1500:]
+    assert rag(env, "service", "stop").returncode == 0
+
+
+class _RandomUnit(BaseEmbedding):
+    """Random unit vectors of the builtin model's size: fills a store of thousands of
+    chunks in seconds (the real service searches it with the real model)."""
+
+    def _vector(self) -> list[float]:
+        v = np.random.default_rng().normal(size=384)
+        return (v / np.linalg.norm(v)).tolist()
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector()
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector() for _ in texts]
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector()
+
+
+def test_vector_search_answers_from_the_copy_while_the_real_service_restores(
+    tmp_path: Path,
+) -> None:
+    """A store of 4,000 chunks whose HNSW files are damaged: the real service sets them
+    aside and restores the vectors in the background (several seconds). Meanwhile a real
+    `rag search --mode vector` gets hits (from the vector copy; the emptied index gave
+    none) and `rag service status` shows the restore's progress."""
+    import asyncio
+
+    from rag_app.config import load_settings
+    from rag_app.knowledge import KnowledgeBase
+
+    env = store_env(tmp_path)
+    write_notes(tmp_path / "notes", "om", 20, words=200, sections=True)
+    settings = load_settings(
+        chromadb_persist_dir=str(tmp_path / "chroma_db"),
+        bm25_persist_dir=str(tmp_path / "bm25_index"),
+    )
+
+    async def fill() -> int:
+        kb = KnowledgeBase(settings, embed_model=_RandomUnit())
+        await kb.open()
+        await kb.index_dir(tmp_path / "notes")
+        count = kb.store.count()
+        await kb.aclose()
+        return count
+
+    chunks = asyncio.run(fill())
+    assert chunks >= 4000, chunks
+    folder = persist_hnsw_then_drop_the_filler(tmp_path / "chroma_db")
+    (folder / "header.bin").write_bytes(b"\x00garbage" * 12)  # Chroma cannot load it now
+
+    assert rag_json(env, "stats")["total_chunks"] == chunks  # opens: set aside, restoring
+    status = rag_json(env, "service", "status")
+    found = rag_json(env, "search", "om3語3の説明", "--mode", "vector")
+    later = rag_json(env, "service", "status")
+    assert status["restoring"] is not None and later["restoring"] is not None, later
+    assert len(found["hits"]) >= 1, found
+    report = rag_json(env, "check")  # waits for the restore (it holds the write lock)
+    assert report["ok"] and report["unfindable_by_vector"] == 0, report
+    assert rag_json(env, "service", "status")["restoring"] is None
     assert rag(env, "service", "stop").returncode == 0
