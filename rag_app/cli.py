@@ -388,18 +388,16 @@ async def _cmd_service(settings: RAGSettings, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, ensure_ascii=False, indent=2))
     else:
-        restoring = status.get("restoring")
-        print(
+        line = (
             f"{status['state']}: pid {status['pid']} on 127.0.0.1:{status['port']} "
             f"for {status['folder']} ({status['inflight']} requests in flight)"
-            + (
-                "; restoring the vector index after damage: "
-                + (f"{restoring[0]:,} of {restoring[1]:,} chunks" if restoring[1] else "starting")
-                + " (writes wait for it)"
-                if restoring
-                else ""
-            )
         )
+        if restoring := status.get("restoring"):
+            done, total = restoring
+            line += "; restoring the vector index after damage: " + (
+                f"{done:,} of {total:,} chunks (writes wait for it)" if total else "starting"
+            )
+        print(line)
     return 0
 
 
