@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rag_app.write_wait import WriteWait
+
 if TYPE_CHECKING:
     from rag_app.results import (
         CrawlSummary,
@@ -203,6 +205,8 @@ def format_jobs(jobs: list[dict[str, Any]]) -> str:
             )
         if job.get("error"):
             line += f" (原因: {job['error']})"
+        if (wait := WriteWait.from_dict(job.get("waiting"))) is not None:
+            line += f" ({wait.japanese()})"
         lines.append(line)
     return "\n".join(lines)
 
@@ -210,6 +214,11 @@ def format_jobs(jobs: list[dict[str, Any]]) -> str:
 def page_progress_message(done: int, total: int | None) -> str:
     """Progress text while `rag_add` fetches and stores its page."""
     return "ページを取り込みました" if total and done >= total else "ページを取得中..."
+
+
+def delete_progress_message(done: int, total: int | None) -> str:
+    """Progress text while `rag_delete` removes a source (one step: sent when it waits)."""
+    return "削除しました" if total and done >= total else "削除中..."
 
 
 def format_delete(source: str, chunks: int) -> str:

@@ -6,6 +6,8 @@ embedding batch) can be silent for long. `Heartbeat` polls the latest count and 
 notification whenever it moved, and at least every `interval` seconds when it did not.
 MCP wants the progress value to increase with every notification, so a heartbeat sends
 `done + k/(k+1)` (k = heartbeats since the last page): always more, never a whole page.
+While the tool's write waits behind a restore or a reindex of the store, the message says
+so (`rag_app.write_wait`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import Token
 from types import TracebackType
+
+from rag_app.write_wait import NOTICE, Notice, WriteWait
 
 logger = logging.getLogger("mcp_server.progress")
 
@@ -46,13 +51,21 @@ class Heartbeat:
         self._beats = 0
         self._sent_total: int | None = None
         self._last_sent = float("-inf")
+        self._wait: WriteWait | None = None
+        self._sent_wait: WriteWait | None = None
+        self._notice: Token[Notice | None] | None = None
         self.sent = 0
+
+    def waiting(self, wait: WriteWait | None) -> None:
+        """`write_wait.NOTICE` for this tool call: what its write waits for, or None."""
+        self._wait = wait
 
     def update(self, done: int, total: int) -> None:
         """The KnowledgeBase's progress callback; cheap, sync and safe from any thread."""
         self._latest = (done, total if total > 0 else None)
 
     async def __aenter__(self) -> Heartbeat:
+        self._notice = NOTICE.set(self.waiting)
         await self._step(force=True)
         self._task = asyncio.create_task(self._run(), name="progress-heartbeat")
         return self
@@ -63,6 +76,8 @@ class Heartbeat:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._notice is not None:
+            NOTICE.reset(self._notice)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -83,17 +98,17 @@ class Heartbeat:
         elif (
             force
             or total != self._sent_total
+            or self._wait != self._sent_wait
             or (heartbeat and time.monotonic() - self._last_sent >= self._interval)
         ):
             self._beats += 1
             value = max(self._done, 0) + self._beats / (self._beats + 1)
         else:
             return
-        self._sent_total, self._last_sent = total, time.monotonic()
+        self._sent_total, self._last_sent, self._sent_wait = total, time.monotonic(), self._wait
+        text = self._wait.japanese() if self._wait is not None else self._message(done, total)
         try:
-            await self._send(
-                value, None if total is None else float(total), self._message(done, total)
-            )
+            await self._send(value, None if total is None else float(total), text)
             self.sent += 1
         except Exception as err:  # a client that went away must not fail the crawl
             logger.debug("Could not send a progress notification: %s", err)

@@ -232,6 +232,11 @@ class JobOut(BaseModel):
     attempt: int = Field(
         1, description="1, or 2+ when a restarted store service runs an unfinished job again."
     )
+    waiting: dict[str, Any] | None = Field(
+        None,
+        description="While the job's write waits behind a restore of the vector index or a "
+        "reindex: {kind: restore|reindex, done, total} (chunks); null otherwise.",
+    )
 
 
 class JobsOutput(BaseModel):

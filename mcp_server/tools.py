@@ -18,6 +18,7 @@ from mcp_server.app_context import AppContext
 from mcp_server.failures import ToolInputError, error_result
 from mcp_server.formatting import (
     crawl_progress_message,
+    delete_progress_message,
     format_add,
     format_crawl,
     format_delete,
@@ -336,8 +337,12 @@ async def rag_delete(url: Source, ctx: Ctx) -> Annotated[CallToolResult, DeleteO
     """Delete everything stored for one source URL (see rag_stats for the stored URLs)."""
     try:
         target = _require_url(url)
-        kb = await _app(ctx).knowledge_base()
-        deleted = await kb.delete_source(target)
+        app = _app(ctx)
+        kb = await app.knowledge_base()
+        async with Heartbeat(
+            ctx.report_progress, delete_progress_message, interval=app.heartbeat_sec, total=1
+        ):
+            deleted = await kb.delete_source(target)
     except Exception as exc:
         return error_result("rag_delete", exc)
     return _ok(format_delete(target, deleted), DeleteOutput(source=target, chunks_deleted=deleted))

@@ -16,12 +16,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rag_app.completion import SHELLS
-from rag_app.console import VersionAction, guarded, progress_reporter
+from rag_app.console import VersionAction, guarded, progress_reporter, wait_printer
 from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.failure_text import failure_line
 from rag_app.limits import MAX_CRAWL_PAGES, MAX_REJOINS, without_surrogates
 from rag_app.results import SEARCH_MODES, CrawlSummary, RefreshSummary
+from rag_app.write_wait import NOTICE, WriteWait
 
 if TYPE_CHECKING:  # settings (pydantic) and asyncio are imported after the arguments are read
     from rag_app.config import RAGSettings
@@ -246,6 +247,8 @@ def _job_line(job: dict[str, Any]) -> str:
         line += f"  (resumed after a restart, attempt {job['attempt']})"
     if job["error"]:
         line += f"  ({job['error']})"
+    if (wait := WriteWait.from_dict(job.get("waiting"))) is not None:
+        line += f"  ({wait.english()})"
     return line
 
 
@@ -527,6 +530,7 @@ async def _run(args: argparse.Namespace) -> int:
     from rag_app.service import connect
 
     kb = await connect(settings)
+    NOTICE.set(wait_printer(args.command in JAPANESE_COMMANDS))
     try:
         return await COMMANDS[args.command](kb, args)
     finally:

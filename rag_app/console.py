@@ -12,7 +12,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rag_app.write_wait import WriteWait
 
 EXIT_INTERRUPTED = 130
 
@@ -95,3 +98,22 @@ def progress_reporter(
             bar["bar"].close()
 
     return update, close
+
+
+WAIT_NOTE_EVERY_SEC = 30.0
+
+
+def wait_printer(japanese: bool) -> Callable[[WriteWait | None], None]:
+    """Says on stderr why a write waits (a restore or a reindex holds the store's writes):
+    at once, then at most every 30 s while the count moves."""
+    shown: dict[str, Any] = {"at": float("-inf"), "kind": None}
+
+    def show(wait: WriteWait | None) -> None:
+        if wait is None:
+            return
+        now = time.monotonic()
+        if wait.kind != shown["kind"] or now - shown["at"] >= WAIT_NOTE_EVERY_SEC:
+            print(wait.japanese() if japanese else wait.english(), file=sys.stderr, flush=True)
+            shown["at"], shown["kind"] = now, wait.kind
+
+    return show

@@ -22,6 +22,7 @@ from typing import Any
 from rag_app.errors import RAGError
 from rag_app.job_journal import JobJournal
 from rag_app.limits import MAX_JOB_ID_CHARS, MAX_RUNNING_JOBS, shorten
+from rag_app.write_wait import NOTICE, WriteWait
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class Job:
     interrupted: bool = False
     """Cancelled by the Ctrl-C of the client that started it, not by a user's cancel: a
     client that joined it and still waits starts its own."""
+    waiting: WriteWait | None = None
+    """What the job's write waits for (a restore or a reindex holds the writes), if any."""
     checkpoint: Callable[[dict[str, Any]], None] = field(default=lambda _state: None, repr=False)
     """Records where the work stands in the job's journal entry (for a resume)."""
     task: asyncio.Task[Any] | None = field(default=None, repr=False)
@@ -84,6 +87,7 @@ class Job:
             "error": self.error,
             "attempt": self.attempt,
             "interrupted": self.interrupted,
+            "waiting": self.waiting.to_dict() if self.waiting else None,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -160,7 +164,12 @@ class JobRegistry:
             job.done, job.total = done, total
             job._touch()
 
+        def waiting(wait: WriteWait | None) -> None:
+            job.waiting = wait
+            job._touch()
+
         async def run() -> None:
+            NOTICE.set(waiting)  # the job's own task: not the request that started it
             try:
                 job.result = await work(progress, job)
                 job.state = "done"
@@ -234,12 +243,20 @@ class JobRegistry:
         return sorted(self._jobs.values(), key=lambda j: (not j.running, -j.started_at))
 
     async def wait(self, job: Job, progress: Progress | None = None) -> Job:
-        """Wait until `job` ends, passing on its progress."""
+        """Wait until `job` ends, passing on its progress (and to `write_wait.NOTICE`
+        what its write waits for)."""
+        notice, told = NOTICE.get(), None
+        if notice is not None and job.waiting is not None:  # joined while it waits
+            told = job.waiting
+            notice(told)
         while job.running:
             changed = job.changed
             await changed.wait()
             if progress is not None and job.running:
                 progress(job.done, job.total)
+            if notice is not None and job.waiting != told:
+                told = job.waiting
+                notice(told)
         return job
 
     async def cancel(

@@ -18,7 +18,7 @@ import logging
 import shlex
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -105,6 +105,7 @@ from rag_app.results import (
 from rag_app.site_crawl import SiteCrawl
 from rag_app.storage_errors import storage_error
 from rag_app.timing import timer
+from rag_app.write_wait import NOTICE, REPEAT_SEC, WriteWait
 
 if TYPE_CHECKING:  # the crawler (and its HTML parser) loads on the first fetch
     from rag_app.crawl.crawler import WebCrawler
@@ -228,6 +229,8 @@ class KnowledgeBase:
         self.restoring: tuple[int, int] | None = None
         """(chunks done, chunks in all) while a set-aside vector index is restored in the
         background (shown by `rag service status`); None otherwise."""
+        self.reindexing: tuple[int, int] | None = None
+        """(chunks done, chunks in all) while a reindex (or a restore) holds the writes."""
         self._background: list[threading.Thread] = []  # exact copy loader, vector healer
         self.heal_marker: Path | None = None
         """Set by a store service whose previous owner ended abnormally: the open checks
@@ -1274,10 +1277,14 @@ class KnowledgeBase:
         runs once the write is durable, whether or not the caller is still there."""
 
         async def run() -> R:
-            async with self._write_lock:
+            async with self._waiting_told():
+                await self._write_lock.acquire()
+            try:
                 if self.store.poll_changes:  # follow another machine's reindex switch first
                     await asyncio.to_thread(self.store.catch_up)
                 value = await asyncio.to_thread(fn, *args)
+            finally:
+                self._write_lock.release()
             if then is not None:
                 then(value)
             return value
@@ -1287,6 +1294,41 @@ class KnowledgeBase:
         task.add_done_callback(self._writes.discard)
         task.add_done_callback(_consume_outcome)
         return await asyncio.shield(task)
+
+    def write_wait(self) -> WriteWait | None:
+        """What holds the writes for long (a restore or a reindex), with its count."""
+        if (held := self.reindexing) is None:
+            return None
+        done, total = self.restoring or held
+        return WriteWait("restore" if self.restoring is not None else "reindex", done, total)
+
+    @contextlib.asynccontextmanager
+    async def _waiting_told(self) -> AsyncIterator[None]:
+        """While a write waits behind a restore or a reindex, tell `write_wait.NOTICE`
+        why (again every `REPEAT_SEC` as the count moves), and that the wait ended."""
+        notice = NOTICE.get()
+        if notice is None or not self._write_lock.locked():
+            yield
+            return
+        told = False
+
+        async def tell() -> None:
+            nonlocal told
+            while True:
+                if (wait := self.write_wait()) is not None:
+                    notice(wait)
+                    told = True
+                await asyncio.sleep(REPEAT_SEC if told else 0.1)
+
+        teller = asyncio.ensure_future(tell())
+        try:
+            yield
+        finally:
+            teller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await teller
+            if told:
+                notice(None)
 
     async def _settle(self) -> None:
         """Wait for the writes whose callers were cancelled (a cancelled job's last page)."""
@@ -1350,7 +1392,17 @@ class KnowledgeBase:
             if self._store is None:
                 await asyncio.to_thread(self._open_sync, False)
         async with self._write_lock:
-            count = await asyncio.to_thread(self._reindex_sync, progress, reuse_copy)
+            self.reindexing = (0, 0)
+
+            def counted(done: int, total: int) -> None:
+                self.reindexing = (done, total)
+                if progress is not None:
+                    progress(done, total)
+
+            try:
+                count = await asyncio.to_thread(self._reindex_sync, counted, reuse_copy)
+            finally:
+                self.reindexing = None
         self.model_mismatch = None
         if self.vectors_set_aside:  # every vector is new: nothing set aside is pending now
             self.vectors_set_aside = []

@@ -31,6 +31,7 @@ from rag_app.results import (
 )
 from rag_app.service import protocol
 from rag_app.source_scope import local_uri, source_key
+from rag_app.write_wait import NOTICE, WriteWait
 
 Progress = Callable[[int, int], None]
 
@@ -110,6 +111,10 @@ class StoreClient:
                         continue
                     message = json.loads(raw)
                     if "heartbeat" in message:
+                        continue
+                    if "waiting" in message:
+                        if (notice := NOTICE.get()) is not None:
+                            notice(WriteWait.from_dict(message["waiting"]))
                         continue
                     if "progress" in message:
                         if progress is not None:

@@ -1,7 +1,10 @@
 """What owner and clients agree on: the wire format, errors, and the settings fingerprint.
 
 Every endpoint answers a stream of JSON lines: `{"progress": [done, total]}` while it
-works, then one `{"result": ...}` or `{"error": {"type", "message", "status"}}`.
+works, `{"waiting": {"kind", "done", "total"}}` while a write waits behind a restore or a
+reindex (`{"waiting": null}` once it has its turn), `{"heartbeat": true}` when nothing
+else was said for a while, then one `{"result": ...}` or `{"error": {"type", "message",
+"status"}}`. A client ignores the kinds of line it does not know.
 Light on purpose: clients import this without LlamaIndex or Chroma.
 """
 

@@ -31,6 +31,7 @@ from rag_app.errors import RAGError, StoreBusyError
 from rag_app.owner_lock import StoreOwnerLock, read_info
 from rag_app.service import protocol
 from rag_app.startup_gc import started, starting
+from rag_app.write_wait import NOTICE, Notice, WriteWait
 
 logger = logging.getLogger("rag_app.service")
 
@@ -306,8 +307,16 @@ class StoreService:
                 return web.json_response({"error": "bad request"}, status=400)
             response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
             await response.prepare(request)
-            queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
-            task = asyncio.create_task(self._run(work, body, lambda d, t: queue.put_nowait((d, t))))
+            queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+            open_ = [True]  # a job started by this request outlives it: its notes go nowhere
+
+            def waiting(wait: WriteWait | None) -> None:
+                if open_[0]:
+                    queue.put_nowait(("waiting", wait.to_dict() if wait else None))
+
+            task = asyncio.create_task(
+                self._run(work, body, lambda d, t: queue.put_nowait(("progress", (d, t))), waiting)
+            )
             alive = True
             while not task.done():
                 getter = asyncio.ensure_future(queue.get())
@@ -320,7 +329,8 @@ class StoreService:
                         break
                     alive = alive and await _write(response, protocol.line("heartbeat", True))
                     continue
-                alive = alive and await _write(response, protocol.line("progress", getter.result()))
+                alive = alive and await _write(response, protocol.line(*getter.result()))
+            open_[0] = False
             err = task.exception() if not task.cancelled() else asyncio.CancelledError()
             if err is None:
                 payload = protocol.line("result", task.result())
@@ -334,9 +344,13 @@ class StoreService:
 
         return handle
 
-    async def _run(self, work: Work, body: dict[str, Any], progress: Progress) -> Any:
-        """Run one request to its end even if its client goes away."""
+    async def _run(
+        self, work: Work, body: dict[str, Any], progress: Progress, waiting: Notice
+    ) -> Any:
+        """Run one request to its end even if its client goes away; a write that waits
+        behind a restore or a reindex says so (`write_wait`)."""
         self.inflight += 1
+        NOTICE.set(waiting)  # this request's task only
         try:
             await self.ready.wait()
             if self.kb is None:

@@ -20,7 +20,16 @@ import pytest
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from tests.hnsw_files import persist_hnsw_then_drop_the_filler
-from tests.processes import RAG, full_env, rag, rag_json, store_env, wait_serving, write_notes
+from tests.processes import (
+    RAG,
+    full_env,
+    rag,
+    rag_async,
+    rag_json,
+    store_env,
+    wait_serving,
+    write_notes,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -258,7 +267,8 @@ def test_vector_search_answers_from_the_copy_while_the_real_service_restores(
     """A store of 4,000 chunks whose HNSW files are damaged: the real service sets them
     aside and restores the vectors in the background (several seconds). Meanwhile a real
     `rag search --mode vector` gets hits (from the vector copy; the emptied index gave
-    none) and `rag service status` shows the restore's progress."""
+    none), `rag service status` shows the restore's progress, and a `rag index` says on
+    stderr that its write waits for the restore, then stores its file."""
     import asyncio
 
     from rag_app.config import load_settings
@@ -284,12 +294,18 @@ def test_vector_search_answers_from_the_copy_while_the_real_service_restores(
     folder = persist_hnsw_then_drop_the_filler(tmp_path / "chroma_db")
     (folder / "header.bin").write_bytes(b"\x00garbage" * 12)  # Chroma cannot load it now
 
+    (tmp_path / "late").mkdir()
+    (tmp_path / "late" / "late.md").write_text("# 追記\n\n復元中に書いた一行。\n", encoding="utf-8")
     assert rag_json(env, "stats")["total_chunks"] == chunks  # opens: set aside, restoring
+    write = rag_async(env, "index", str(tmp_path / "late"))  # waits behind the restore
     status = rag_json(env, "service", "status")
     found = rag_json(env, "search", "om3語3の説明", "--mode", "vector")
     later = rag_json(env, "service", "status")
     assert status["restoring"] is not None and later["restoring"] is not None, later
     assert len(found["hits"]) >= 1, found
+    out, err = write.communicate(timeout=180)
+    assert write.returncode == 0 and "added=1" in out, (out, err)
+    assert "waiting: the store is restoring its vector index after damage" in err, err
     report = rag_json(env, "check")  # waits for the restore (it holds the write lock)
     assert report["ok"] and report["unfindable_by_vector"] == 0, report
     assert rag_json(env, "service", "status")["restoring"] is None
