@@ -1306,11 +1306,17 @@ class KnowledgeBase:
     async def _waiting_told(self) -> AsyncIterator[None]:
         """While a write waits behind a restore or a reindex, tell `write_wait.NOTICE`
         why (again every `REPEAT_SEC` as the count moves), and that the wait ended."""
-        notice = NOTICE.get()
-        if notice is None or not self._write_lock.locked():
+        given = NOTICE.get()
+        if given is None or not self._write_lock.locked():
             yield
             return
         told = False
+
+        def notice(wait: WriteWait | None) -> None:
+            try:
+                given(wait)
+            except Exception as err:  # a note must never fail (or lock up) the write
+                logger.debug("Could not say why a write waits: %s", err)
 
         async def tell() -> None:
             nonlocal told

@@ -145,3 +145,30 @@ async def test_a_job_s_waiting_write_reaches_whoever_waits_for_the_job() -> None
     await waiting
     assert follower == [WriteWait("restore", 10, 40), None]
     assert starter == [] and job.to_dict()["waiting"] is None
+
+
+async def test_a_notice_that_fails_does_not_fail_or_lock_the_write(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A front end whose note raises (a closed stderr) still gets its write stored, and
+    the next write is not locked out."""
+    await kb.ingest_text("https://example.com/0", "# 見出し\n\n本文。" * 5)
+    held, release = _hold_the_first_restored_write(monkeypatch)
+    reindex = asyncio.create_task(kb.reindex())
+
+    def broken(_wait: WriteWait | None) -> None:
+        raise OSError("stderr is gone")
+
+    async def write(url: str) -> Any:
+        NOTICE.set(broken)
+        return await kb.ingest_text(url, "# 後\n\n一行。")
+
+    try:
+        assert await asyncio.to_thread(held.wait, 60)
+        late = asyncio.create_task(write("https://example.com/late"))
+        await asyncio.sleep(0.5)
+    finally:
+        release.set()
+    await reindex
+    assert (await late).chunks >= 1
+    assert (await asyncio.wait_for(write("https://example.com/next"), 30)).chunks >= 1
