@@ -217,7 +217,8 @@ def page_progress_message(done: int, total: int | None) -> str:
 
 
 def delete_progress_message(done: int, total: int | None) -> str:
-    """Progress text while `rag_delete` removes a source (one step: sent when it waits)."""
+    """Progress text while `rag_delete` removes a source (one step; worth a message when
+    the delete waits behind a restore or a reindex)."""
     return "削除しました" if total and done >= total else "削除中..."
 
 

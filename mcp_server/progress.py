@@ -66,7 +66,11 @@ class Heartbeat:
 
     async def __aenter__(self) -> Heartbeat:
         self._notice = NOTICE.set(self.waiting)
-        await self._step(force=True)
+        try:
+            await self._step(force=True)
+        except BaseException:  # cancelled before the block: `__aexit__` will not run
+            NOTICE.reset(self._notice)
+            raise
         self._task = asyncio.create_task(self._run(), name="progress-heartbeat")
         return self
 

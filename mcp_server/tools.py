@@ -341,8 +341,9 @@ async def rag_delete(url: Source, ctx: Ctx) -> Annotated[CallToolResult, DeleteO
         kb = await app.knowledge_base()
         async with Heartbeat(
             ctx.report_progress, delete_progress_message, interval=app.heartbeat_sec, total=1
-        ):
+        ) as beat:
             deleted = await kb.delete_source(target)
+            beat.update(1, 1)
     except Exception as exc:
         return error_result("rag_delete", exc)
     return _ok(format_delete(target, deleted), DeleteOutput(source=target, chunks_deleted=deleted))

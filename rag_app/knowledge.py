@@ -1277,14 +1277,10 @@ class KnowledgeBase:
         runs once the write is durable, whether or not the caller is still there."""
 
         async def run() -> R:
-            async with self._waiting_told():
-                await self._write_lock.acquire()
-            try:
+            async with self._write_turn():
                 if self.store.poll_changes:  # follow another machine's reindex switch first
                     await asyncio.to_thread(self.store.catch_up)
                 value = await asyncio.to_thread(fn, *args)
-            finally:
-                self._write_lock.release()
             if then is not None:
                 then(value)
             return value
@@ -1301,6 +1297,16 @@ class KnowledgeBase:
             return None
         done, total = self.restoring or held
         return WriteWait("restore" if self.restoring is not None else "reindex", done, total)
+
+    @contextlib.asynccontextmanager
+    async def _write_turn(self) -> AsyncIterator[None]:
+        """Hold the write lock; while waiting for it behind a restore or a reindex, say so."""
+        async with self._waiting_told():
+            await self._write_lock.acquire()
+        try:
+            yield
+        finally:
+            self._write_lock.release()
 
     @contextlib.asynccontextmanager
     async def _waiting_told(self) -> AsyncIterator[None]:
@@ -1371,7 +1377,7 @@ class KnowledgeBase:
     async def check(self, repair: bool = False) -> CheckReport:
         """Compare BM25 with Chroma chunk by chunk (and repair with `repair`)."""
         await self.open(allow_model_mismatch=True)
-        async with self._write_lock:
+        async with self._write_turn():
             if not self.store.poll_changes:
                 return await asyncio.to_thread(self.store.check, repair)
             # another machine's writes are applied first, as a search would; one landing
@@ -1397,7 +1403,7 @@ class KnowledgeBase:
         async with self._open_lock:
             if self._store is None:
                 await asyncio.to_thread(self._open_sync, False)
-        async with self._write_lock:
+        async with self._write_turn():
             self.reindexing = (0, 0)
 
             def counted(done: int, total: int) -> None:

@@ -156,7 +156,10 @@ async def test_a_notice_that_fails_does_not_fail_or_lock_the_write(
     held, release = _hold_the_first_restored_write(monkeypatch)
     reindex = asyncio.create_task(kb.reindex())
 
-    def broken(_wait: WriteWait | None) -> None:
+    calls: list[WriteWait | None] = []
+
+    def broken(wait: WriteWait | None) -> None:
+        calls.append(wait)
         raise OSError("stderr is gone")
 
     async def write(url: str) -> Any:
@@ -170,5 +173,65 @@ async def test_a_notice_that_fails_does_not_fail_or_lock_the_write(
     finally:
         release.set()
     await reindex
-    assert (await late).chunks >= 1
+    assert (await late).chunks >= 1 and calls and calls[-1] is None  # told, and it failed
     assert (await asyncio.wait_for(write("https://example.com/next"), 30)).chunks >= 1
+
+
+async def test_the_note_travels_from_the_service_to_a_client_and_its_mcp_progress(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store service's reply stream carries the wait (`{"waiting": ...}` lines) to a
+    `StoreClient`, whose caller's `NOTICE` gets it: here an MCP tool's `Heartbeat`, whose
+    progress message then says what the delete waits for; a `rag reindex` or `rag check`
+    waiting behind the same reindex is told too."""
+    from aiohttp import web
+
+    from rag_app.service.client import StoreClient
+    from rag_app.service.server import StoreService
+
+    await kb.ingest_text("https://example.com/gone", "# 消す\n\n消えるページ。" * 5)
+    service = StoreService(kb.settings)
+    service.kb = kb
+    service.ready.set()
+    runner = web.AppRunner(service._app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    client = StoreClient(kb.settings, {"port": port, "token": service.token})
+    held, release = _hold_the_first_restored_write(monkeypatch)
+    reindex = asyncio.create_task(kb.reindex())
+    sent: list[str | None] = []
+    others: list[WriteWait | None] = []
+
+    async def send(_value: float, _total: float | None, message: str | None) -> None:
+        sent.append(message)
+
+    async def delete() -> int:
+        async with Heartbeat(send, lambda d, t: "削除中...", interval=60, tick=0.01, total=1):
+            return await client.delete_source("https://example.com/gone")
+
+    async def check() -> Any:
+        NOTICE.set(others.append)
+        return await kb.check()
+
+    try:
+        assert await asyncio.to_thread(held.wait, 60)
+        deleting = asyncio.create_task(delete())
+        checking = asyncio.create_task(check())
+        for _ in range(100):
+            if any(m and m.startswith("待機中: 再埋め込み") for m in sent) and others:
+                break
+            await asyncio.sleep(0.05)
+        assert not deleting.done() and not checking.done()
+        release.set()
+        await reindex
+        assert await deleting >= 1
+        await checking
+    finally:
+        release.set()
+        await client.aclose()
+        await runner.cleanup()
+    assert "待機中: 再埋め込み（reindex）中のため、完了後に書き込みます" in sent, sent
+    assert sent[0] == "削除中..." and sent[-1] == "削除中..."  # before and after the wait
+    assert others[0] is not None and others[0].kind == "reindex" and others[-1] is None

@@ -10,6 +10,7 @@ in the middle is reported, never silently repeated.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,20 @@ from rag_app.source_scope import local_uri, source_key
 from rag_app.write_wait import NOTICE, WriteWait
 
 Progress = Callable[[int, int], None]
+logger = logging.getLogger(__name__)
 
 
 class _Lost(Exception):
     """The connection broke after the request was sent."""
+
+
+def _tell(show: Callable[..., None], *args: Any) -> None:
+    """Pass on progress or a waiting note; a display that fails (stderr gone, disk full)
+    must not turn a write the service goes on with into an error here."""
+    try:
+        show(*args)
+    except Exception as err:
+        logger.debug("Could not show progress: %s", err)
 
 
 class StoreClient:
@@ -114,12 +125,12 @@ class StoreClient:
                         continue
                     if "waiting" in message:
                         if (notice := NOTICE.get()) is not None:
-                            notice(WriteWait.from_dict(message["waiting"]))
+                            _tell(notice, WriteWait.from_dict(message["waiting"]))
                         continue
                     if "progress" in message:
                         if progress is not None:
                             done, total = message["progress"]
-                            progress(int(done), int(total))
+                            _tell(progress, int(done), int(total))
                     elif "result" in message:
                         return message["result"]
                     elif "error" in message:
