@@ -400,6 +400,12 @@ async def _cmd_service(settings: RAGSettings, args: argparse.Namespace) -> int:
             line += "; restoring the vector index after damage: " + (
                 f"{done:,} of {total:,} chunks (writes wait for it)" if total else "starting"
             )
+        elif (held := WriteWait.from_dict(status.get("writes_held"))) is not None:
+            line += "; a reindex is re-embedding the store: " + (
+                f"{held.done:,} of {held.total:,} chunks (writes wait for it)"
+                if held.total
+                else "starting"
+            )
         print(line)
     return 0
 

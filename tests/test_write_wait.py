@@ -224,6 +224,10 @@ async def test_the_note_travels_from_the_service_to_a_client_and_its_mcp_progres
                 break
             await asyncio.sleep(0.05)
         assert not deleting.done() and not checking.done()
+        from rag_app.service.launcher import _health
+
+        health = await _health({"port": port, "token": service.token})
+        assert health is not None and health["writes_held"]["kind"] == "reindex", health
         release.set()
         await reindex
         assert await deleting >= 1
@@ -235,3 +239,40 @@ async def test_the_note_travels_from_the_service_to_a_client_and_its_mcp_progres
     assert "待機中: 再埋め込み（reindex）中のため、完了後に書き込みます" in sent, sent
     assert sent[0] == "削除中..." and sent[-1] == "削除中..."  # before and after the wait
     assert others[0] is not None and others[0].kind == "reindex" and others[-1] is None
+    assert service._writes_held() is None
+
+
+@pytest.mark.parametrize(
+    ("health", "said"),
+    [
+        (
+            {"restoring": [5, 40], "writes_held": {"kind": "restore", "done": 5, "total": 40}},
+            "restoring the vector index after damage: 5 of 40 chunks (writes wait for it)",
+        ),
+        (
+            {"restoring": None, "writes_held": {"kind": "reindex", "done": 64, "total": 1000}},
+            "a reindex is re-embedding the store: 64 of 1,000 chunks (writes wait for it)",
+        ),
+        ({"restoring": None, "writes_held": None}, ""),
+    ],
+)
+async def test_rag_service_status_says_what_holds_the_writes(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    health: dict[str, Any],
+    said: str,
+) -> None:
+    import argparse
+
+    import rag_app.service as service
+    from rag_app.cli import _cmd_service
+    from rag_app.config import load_settings
+
+    async def status(_settings: Any) -> dict[str, Any]:
+        return {"state": "ready", "pid": 1, "port": 2, "folder": "f", "inflight": 0, **health}
+
+    monkeypatch.setattr(service, "service_status", status)
+    args = argparse.Namespace(action="status", json=False)
+    assert await _cmd_service(load_settings(), args) == 0
+    line = capsys.readouterr().out
+    assert (said in line) if said else ("wait" not in line), line

@@ -287,10 +287,16 @@ class StoreService:
                 "pid": os.getpid(),
                 "inflight": self.inflight,
                 "restoring": list(self.kb.restoring) if self.kb and self.kb.restoring else None,
+                "writes_held": self._writes_held(),
                 "error": str(self.open_error) if self.open_error else None,
                 "fingerprint": protocol.fingerprint(self.settings),
             }
         )
+
+    def _writes_held(self) -> dict[str, Any] | None:
+        """What holds the writes for long (a restore or a reindex), for `rag service status`."""
+        wait = self.kb.write_wait() if self.kb is not None else None
+        return wait.to_dict() if wait is not None else None
 
     async def _shutdown(self, _request: web.Request) -> web.Response:
         self.stop.set()
