@@ -96,7 +96,9 @@ async def _cmd_index(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     )
     for path, reason in summary.errors:
         print(f"  error: {path}: {reason}", file=sys.stderr)
-    return EXIT_PARTIAL if summary.errors else 0
+    if (unlisted := summary.failed - len(summary.errors)) > 0:
+        print(f"  … and {unlisted:,} more files failed (see the service log)", file=sys.stderr)
+    return EXIT_PARTIAL if summary.failed or summary.errors else 0
 
 
 async def _cmd_add(kb: KnowledgeBase, args: argparse.Namespace) -> int:

@@ -1010,7 +1010,7 @@ class KnowledgeBase:
                 if mapped is not None:
                     raise mapped from err
                 logger.warning("Could not index %s: %s", file, err)
-                summary.errors.append((str(file), _file_error(err)))
+                summary.failure(str(file), _file_error(err))
             if progress:
                 progress(done, total)
         for gone in known:

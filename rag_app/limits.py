@@ -39,3 +39,4 @@ def without_surrogates(text: str) -> str:
 
 
 MAX_READ_CHARS = 50_000  # one rag_read page
+MAX_LISTED_FILE_ERRORS = 1000  # failed files listed by name in one folder's index summary

@@ -6,6 +6,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from rag_app.limits import MAX_LISTED_FILE_ERRORS
 from rag_app.markdown_fences import Fences
 
 if TYPE_CHECKING:  # results are also built by light clients that never import LlamaIndex
@@ -217,8 +218,18 @@ class DirIndexSummary:
     unchanged: int = 0
     chunks: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
+    """(file, reason) of the first `MAX_LISTED_FILE_ERRORS` files that failed."""
     empty: int = 0
     """Files with no text to store (nothing is stored for them, so they are not added)."""
+    failed: int = 0
+    """Files that failed, listed or not."""
+
+    def failure(self, path: str, reason: str) -> None:
+        """Count a failed file; list it while the list is short (a folder of a million
+        broken files must not make an answer of a million lines)."""
+        self.failed += 1
+        if len(self.errors) < MAX_LISTED_FILE_ERRORS:
+            self.errors.append((path, reason))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -227,6 +238,7 @@ class DirIndexSummary:
     def from_dict(cls, data: dict[str, Any]) -> DirIndexSummary:
         known = _known(cls, data)
         known["errors"] = [(str(a), str(b)) for a, b in known.get("errors", [])]
+        known.setdefault("failed", len(known["errors"]))  # from an older service
         return cls(**known)
 
 

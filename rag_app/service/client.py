@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp.http_exceptions import LineTooLong
 
 from rag_app.config import RAGSettings
 from rag_app.crawl_options import CrawlOptions
@@ -35,6 +36,8 @@ from rag_app.source_scope import local_uri, source_key
 from rag_app.write_wait import NOTICE, WriteWait
 
 Progress = Callable[[int, int], None]
+MAX_REPLY_LINE = 256 << 20
+"""The longest line of a reply read (a result: `rag stats` of 100,000 sources is ~30 MB)."""
 logger = logging.getLogger(__name__)
 
 
@@ -117,7 +120,7 @@ class StoreClient:
                     raise _Unauthorised
                 if r.status != 200:
                     raise ServiceError(f"The store service refused the request (HTTP {r.status}).")
-                async for raw in r.content:
+                while raw := await r.content.readline(max_line_length=MAX_REPLY_LINE):
                     if not raw.strip():
                         continue
                     message = json.loads(raw)
@@ -137,6 +140,11 @@ class StoreClient:
                         raise protocol.error_from(message["error"])
         except (aiohttp.ClientConnectorError, RAGError, _Unauthorised):
             raise
+        except LineTooLong:
+            raise ServiceError(
+                f"The store service's answer is larger than {MAX_REPLY_LINE >> 20} MiB and "
+                "was not read; what the request did stands."
+            ) from None
         except TimeoutError:
             raise ServiceError(
                 "The store service stopped answering; see `rag service status` and its log "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import os
 import secrets
@@ -29,7 +30,7 @@ from rag_app.blas_threads import single_blas_thread
 from rag_app.config import RAGSettings, SettingsError, load_settings
 from rag_app.errors import RAGError, StoreBusyError
 from rag_app.owner_lock import StoreOwnerLock, read_info
-from rag_app.service import protocol
+from rag_app.service import fields, protocol
 from rag_app.startup_gc import started, starting
 from rag_app.write_wait import NOTICE, Notice, WriteWait
 
@@ -272,8 +273,9 @@ class StoreService:
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path == f"{protocol.API}/health":
             return await handler(request)  # answers only with a proof of the token
-        given = request.headers.get(protocol.TOKEN_HEADER, "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+        # a header that is not UTF-8 arrives with surrogate escapes: compared as the bytes sent
+        given = request.headers.get(protocol.TOKEN_HEADER, "").encode("utf-8", "surrogateescape")
+        if not hmac.compare_digest(given, f"Bearer {self.token}".encode()):
             return web.json_response({"error": "unauthorised"}, status=401)
         return await handler(request)
 
@@ -305,11 +307,11 @@ class StoreService:
     def _endpoint(self, work: Work) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
             self.last_activity = time.monotonic()
-            try:
-                body = await request.json()
+            try:  # the bytes as JSON whatever the declared charset; nesting too deep fails too
+                body = json.loads(await request.read())
                 if not isinstance(body, dict):
                     raise ValueError("not an object")
-            except ValueError:
+            except (ValueError, RecursionError):
                 return web.json_response({"error": "bad request"}, status=400)
             response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
             await response.prepare(request)
@@ -369,39 +371,41 @@ class StoreService:
     # ------------------------------------------------------------- requests
     async def _search(self, body: dict[str, Any], _progress: Progress) -> Any:
         result = await self.kb.retrieve(
-            str(body.get("query", "")),
-            n_results=body.get("n_results"),
-            mode=body.get("mode"),
+            fields.text(body, "query"),
+            n_results=body.get("n_results"),  # both checked by `retrieve` (one line)
+            mode=fields.optional_text(body, "mode"),
             options=body.get("options") or None,
-            source=body.get("source") or None,
+            source=fields.optional_text(body, "source"),
         )
         return result.to_dict()
 
     async def _read(self, body: dict[str, Any], _progress: Progress) -> Any:
         result = await self.kb.read_source(
-            str(body.get("source", "")),
-            section=str(body.get("section") or ""),
-            offset=int(body.get("offset") or 0),
-            max_chars=body.get("max_chars"),
+            fields.text(body, "source"),
+            section=fields.text(body, "section"),
+            offset=fields.integer(body, "offset", 0) or 0,
+            max_chars=fields.integer(body, "max_chars"),
         )
         return result.to_dict()
 
     async def _add(self, body: dict[str, Any], _progress: Progress) -> Any:
-        result = await self.kb.ingest_page(str(body.get("url", "")), prune=bool(body.get("prune")))
+        result = await self.kb.ingest_page(
+            fields.text(body, "url"), prune=fields.flag(body, "prune")
+        )
         return result.to_dict()
 
     async def _crawl(self, body: dict[str, Any], progress: Progress) -> Any:
         from rag_app.crawl_options import CrawlOptions
 
         options = CrawlOptions(
-            max_depth=int(body.get("max_depth") or 1),
-            max_pages=int(body["max_pages"]) if body.get("max_pages") else None,
-            exclude=str(body.get("exclude") or ""),
-            sitemap=bool(body.get("sitemap")),
-            prune=bool(body.get("prune")),
+            max_depth=fields.integer(body, "max_depth", 1) or 1,
+            max_pages=fields.integer(body, "max_pages") or None,
+            exclude=fields.text(body, "exclude"),
+            sitemap=fields.flag(body, "sitemap"),
+            prune=fields.flag(body, "prune"),
         )
         job = await self.kb.start_crawl(
-            str(body.get("url", "")), str(body.get("pattern", "")), options=options
+            fields.text(body, "url"), fields.text(body, "pattern"), options=options
         )
         return await self._job(job, body, progress)
 
@@ -421,25 +425,26 @@ class StoreService:
         return {"jobs": await self.kb.jobs()}
 
     async def _job_cancel(self, body: dict[str, Any], _progress: Progress) -> Any:
-        job_id, interrupted = str(body.get("id", "")), body.get("interrupted") is True
+        job_id, interrupted = fields.text(body, "id"), fields.flag(body, "interrupted")
         return {"job": await self.kb.cancel_job(job_id, interrupted=interrupted)}
 
     async def _job_wait(self, body: dict[str, Any], progress: Progress) -> Any:
-        return {"job": await self.kb.wait_job(str(body.get("id", "")), progress)}
+        return {"job": await self.kb.wait_job(fields.text(body, "id"), progress)}
 
     async def _index(self, body: dict[str, Any], progress: Progress) -> Any:
-        summary = await self.kb.index_dir(str(body.get("directory", "")), progress=progress)
+        folder = fields.absolute_path(body, "directory")
+        summary = await self.kb.index_dir(folder, progress=progress)
         return summary.to_dict()
 
     async def _delete(self, body: dict[str, Any], _progress: Progress) -> Any:
-        source, folder = str(body.get("source", "")), body.get("folder") is True
+        source, folder = fields.absolute_path(body, "source"), fields.flag(body, "folder")
         return {"deleted": await self.kb.delete_source(source, folder=folder)}
 
     async def _stats(self, _body: dict[str, Any], _progress: Progress) -> Any:
         return (await self.kb.stats()).to_dict()
 
     async def _check(self, body: dict[str, Any], _progress: Progress) -> Any:
-        return (await self.kb.check(repair=bool(body.get("repair")))).to_dict()
+        return (await self.kb.check(repair=fields.flag(body, "repair"))).to_dict()
 
     async def _reindex(self, _body: dict[str, Any], progress: Progress) -> Any:
         return {"count": await self.kb.reindex(progress=progress)}

@@ -1,0 +1,201 @@
+"""The store service's HTTP API against requests no client of ours sends, and a client
+reading answers larger than a socket buffer: one-line errors, no tracebacks, no hang."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from rag_app.config import RAGSettings
+from rag_app.errors import RAGError, ServiceError
+from rag_app.knowledge import KnowledgeBase
+from rag_app.results import DirIndexSummary, KBStats
+from rag_app.service import protocol
+from rag_app.service.client import StoreClient
+from rag_app.service.server import StoreService
+
+
+async def _serve(app: web.Application) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, runner.addresses[0][1]
+
+
+@pytest.fixture
+async def service(kb: KnowledgeBase) -> AsyncIterator[tuple[StoreService, int]]:
+    svc = StoreService(kb.settings)
+    svc.kb = kb
+    svc.ready.set()
+    runner, port = await _serve(svc._app())
+    try:
+        yield svc, port
+    finally:
+        await runner.cleanup()
+
+
+async def _post(
+    port: int, path: str, data: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, list[dict[str, Any]], str]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"http://127.0.0.1:{port}{protocol.API}/{path}", data=data, headers=headers or {}
+        ) as r,
+    ):
+        raw = await r.text()
+    lines = []
+    for line in raw.splitlines():
+        with contextlib.suppress(ValueError):
+            lines.append(json.loads(line))
+    return r.status, lines, raw
+
+
+def _auth(svc: StoreService, **extra: str) -> dict[str, str]:
+    return {protocol.TOKEN_HEADER: f"Bearer {svc.token}", **extra}
+
+
+async def test_a_token_that_is_not_utf8_is_refused_without_a_traceback(
+    service: tuple[StoreService, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    _svc, port = service
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"POST /v1/stats HTTP/1.1\r\nHost: x\r\nAuthorization: \xff\xfe\r\n"
+        b"Content-Length: 2\r\n\r\n{}"
+    )
+    await writer.drain()
+    status_line = await reader.readline()
+    writer.close()
+    assert b" 401 " in status_line, status_line
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize(
+    "body, headers, expected",
+    [
+        (b"[" * 200_000, {}, 400),  # nested past the recursion limit
+        (b"\xff\xfe{", {}, 400),
+        (b"[1, 2]", {}, 400),
+        # a charset Python does not know: the body is read as JSON bytes all the same
+        (b"{}", {"Content-Type": "application/json; charset=x-nope"}, 200),
+    ],
+)
+async def test_a_body_that_is_not_a_json_object_is_a_bad_request(
+    service: tuple[StoreService, int],
+    caplog: pytest.LogCaptureFixture,
+    body: bytes,
+    headers: dict[str, str],
+    expected: int,
+) -> None:
+    svc, port = service
+    status, _lines, _raw = await _post(port, "stats", body, _auth(svc, **headers))
+    assert status == expected
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        ("search", {"query": "x", "source": ["a"]}, "source"),
+        ("search", {"query": 5}, "query"),
+        ("read", {"source": "https://example.com/", "offset": "abc"}, "offset"),
+        ("read", {"source": "https://example.com/", "max_chars": "500"}, "max_chars"),
+        ("crawl", {"url": "https://example.com/", "max_depth": "abc"}, "max_depth"),
+        ("crawl", {"url": "https://example.com/", "max_pages": True}, "max_pages"),
+        ("delete", {"source": "..", "folder": True}, "source"),
+        ("index", {"directory": "notes"}, "directory"),
+    ],
+)
+async def test_a_field_of_the_wrong_type_or_form_is_named_in_a_one_line_error(
+    service: tuple[StoreService, int],
+    caplog: pytest.LogCaptureFixture,
+    path: str,
+    body: dict[str, Any],
+    field: str,
+) -> None:
+    """The service stays up, logs no traceback, and a relative path is never read against
+    the service's own folder (a raw `delete .. folder=true` removed the whole store)."""
+    svc, port = service
+    await svc.kb.ingest_text("https://example.com/kept", "# 残る\n\n残るページ。")
+    status, lines, raw = await _post(port, path, json.dumps(body).encode(), _auth(svc))
+    assert status == 200
+    error = lines[-1].get("error")
+    assert error and repr(field) in error["message"] and error["user_error"], raw
+    assert "\n" not in error["message"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert (await svc.kb.stats()).total_chunks >= 1
+
+
+async def test_an_answer_of_several_megabytes_is_read_and_one_too_large_is_one_line(
+    settings: RAGSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rag stats` of a store with thousands of long source URLs answers one JSON line of
+    several MiB (it broke at 2 MiB, aiohttp's line limit for the client's buffer)."""
+    sources = [f"https://example.com/{'p' * 900}/{i}" for i in range(1500)]
+    stats = KBStats(
+        total_chunks=1500,
+        sources=sources,
+        embedding_model="m",
+        embedding_dimension=384,
+        bm25_documents=1500,
+        vector_store="v",
+        bm25_dir="b",
+        source_chunks=dict.fromkeys(sources, 1),
+        source_dates=dict.fromkeys(sources, "2026-01-01T00:00:00Z"),
+    )
+    payload = protocol.line("result", stats.to_dict())
+    assert len(payload) > 2 << 20
+
+    async def answer(_request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(_request)
+        await response.write(protocol.line("heartbeat", True))
+        await response.write(payload)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post(f"{protocol.API}/stats", answer)
+    runner, port = await _serve(app)
+    client = StoreClient(settings, {"port": port, "token": "t"})
+    try:
+        got = await client.stats()
+        assert got.sources == sources and got.source_chunks[sources[-1]] == 1
+        monkeypatch.setattr("rag_app.service.client.MAX_REPLY_LINE", 1 << 20)
+        with pytest.raises(ServiceError, match="larger than 1 MiB"):
+            await client.stats()
+    finally:
+        await client.aclose()
+        await runner.cleanup()
+
+
+def test_a_folder_index_lists_at_most_a_thousand_failed_files_and_counts_them_all() -> None:
+    from rag_app.limits import MAX_LISTED_FILE_ERRORS
+
+    summary = DirIndexSummary()
+    for i in range(MAX_LISTED_FILE_ERRORS + 250):
+        summary.failure(f"/f/{i}.docx", "not a Word file")
+    assert summary.failed == MAX_LISTED_FILE_ERRORS + 250
+    assert len(summary.errors) == MAX_LISTED_FILE_ERRORS
+    again = DirIndexSummary.from_dict(json.loads(json.dumps(summary.to_dict())))
+    assert again.failed == summary.failed and again.errors == summary.errors
+    older = DirIndexSummary.from_dict({"errors": [["/a", "b"]]})  # an older service's answer
+    assert older.failed == 1
+
+
+def test_bad_request_error_is_a_user_error() -> None:
+    from rag_app.service.fields import BadRequestError, integer
+
+    with pytest.raises(BadRequestError):
+        integer({"n": False}, "n")
+    assert issubclass(BadRequestError, RAGError)
