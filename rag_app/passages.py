@@ -532,26 +532,31 @@ def reading_text(
     overlaps between consecutive chunks are removed. With `section`, only chunks under
     that heading path (or a heading of that name) are kept.
     """
-    text = ""
+    parts: list[str] = []
+    tail = ""  # the text's last MAX_JOIN_OVERLAP characters: all a join looks at
     paths: list[str] = []
+    seen: set[str] = set()
     last_path: str | None = None
     heading_line = ""  # the current section's heading, which its chunks repeat
     for _, chunk, path, level in sorted(pieces, key=lambda p: p[0]):
         if not _in_section(path, section):
             continue
         if path != last_path:
-            if path and path not in paths:
+            if path and path not in seen:
                 paths.append(path)
+                seen.add(path)
             heading = last_heading(path)
             block = chunk
             if heading and not chunk.lstrip().startswith("#"):
                 block = f"{'#' * max(1, min(level, 6))} {heading}\n{chunk}"
-            text = f"{text}\n\n{block}" if text else block
+            added = f"\n\n{block}" if parts else block
             last_path = path
             heading_line = section_heading(block)
-        else:
-            text = join_chunks(text, chunk, heading_line)
-    return text, paths
+        else:  # `join_chunks` keeps its first text whole and searches only its tail
+            added = join_chunks(tail, chunk, heading_line)[len(tail) :]
+        parts.append(added)
+        tail = (tail + added)[-MAX_JOIN_OVERLAP:]
+    return "".join(parts), paths
 
 
 def page(text: str, offset: int, limit: int) -> tuple[str, int | None]:
