@@ -199,3 +199,44 @@ def test_bad_request_error_is_a_user_error() -> None:
     with pytest.raises(BadRequestError):
         integer({"n": False}, "n")
     assert issubclass(BadRequestError, RAGError)
+
+
+async def test_idle_connections_are_closed_and_a_long_request_is_not(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connections that send nothing, or half a request, are closed after
+    `IDLE_CONNECTION_SEC` (they stayed open for an hour: anyone on the machine could hold
+    the service's file descriptors); a request answered for longer than that (a delete
+    waiting behind a reindex) is not cut."""
+    from rag_app.service import server
+    from tests.test_vector_copy import _hold_the_first_restored_write
+
+    monkeypatch.setattr(server, "IDLE_CONNECTION_SEC", 0.5)
+    await kb.ingest_text("https://example.com/gone", "# 消す\n\n消えるページ。" * 5)
+    svc = StoreService(kb.settings)
+    svc.kb = kb
+    svc.ready.set()
+    runner = svc._runner()
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    client = StoreClient(kb.settings, {"port": port, "token": svc.token})
+    held, release = _hold_the_first_restored_write(monkeypatch)
+    reindex = asyncio.create_task(kb.reindex())
+    try:
+        silent = await asyncio.open_connection("127.0.0.1", port)
+        half = await asyncio.open_connection("127.0.0.1", port)
+        half[1].write(b"POST /v1/stats HTTP/1.1\r\nHost: x\r\n")
+        assert await asyncio.to_thread(held.wait, 60)
+        deleting = asyncio.create_task(client.delete_source("https://example.com/gone"))
+        for reader, _writer in (silent, half):
+            assert await asyncio.wait_for(reader.read(), 10) == b""  # closed by the service
+        assert not deleting.done()
+        await asyncio.sleep(1.0)  # the delete's stream outlives the idle limit
+        release.set()
+        await reindex
+        assert await deleting >= 1
+    finally:
+        release.set()
+        await client.aclose()
+        await runner.cleanup()

@@ -40,6 +40,11 @@ Progress = Callable[[int, int], None]
 Work = Callable[[dict[str, Any], Progress], Awaitable[Any]]
 GRACE_SEC = 10.0
 HEARTBEAT_SEC = 5.0
+IDLE_CONNECTION_SEC = 30.0
+"""An idle connection is closed after this long (aiohttp's own default is an hour, so
+connections that never send a request could use up the service's file descriptors).
+Longer than aiohttp clients keep an idle connection (15 s), so a client's request never
+meets a connection the service is closing."""
 LOCK_WATCH_SEC = 2.0
 """How often the owner checks that its lock files are still the ones it locked."""
 VECTOR_CHECK_PENDING = ".rag-vector-check-pending"
@@ -79,7 +84,7 @@ class StoreService:
             print(f"rag-store: {err}", file=sys.stderr)
             return 3
         self.heal_marker = self._heal_marker(lock)
-        runner = web.AppRunner(self._app(), handle_signals=False, access_log=None)
+        runner = self._runner()
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
@@ -246,6 +251,16 @@ class StoreService:
             await asyncio.sleep(0.05)
 
     # ----------------------------------------------------------------- HTTP
+    def _runner(self) -> web.AppRunner:
+        """The HTTP server; a connection idle (no request, or a request that never
+        completes) for `IDLE_CONNECTION_SEC` is closed."""
+        return web.AppRunner(
+            self._app(),
+            handle_signals=False,
+            access_log=None,
+            keepalive_timeout=IDLE_CONNECTION_SEC,
+        )
+
     def _app(self) -> web.Application:
         app = web.Application(middlewares=[self._auth], client_max_size=1024 * 1024)
         app.router.add_get(f"{protocol.API}/health", self._health)
