@@ -96,6 +96,10 @@ class SearchOutput(BaseModel):
         )
 
 
+MAX_OUTPUT_SECTIONS = 200
+"""Heading paths listed in `rag_read`'s structured output."""
+
+
 class ReadOutput(BaseModel):
     """`rag_read`: one page of a source's text in reading order."""
 
@@ -108,12 +112,16 @@ class ReadOutput(BaseModel):
     total_chars: int
     sections: list[str] = Field(
         description="Heading paths of the source (of the section read, when one was), in "
-        "reading order: what `section` can name."
+        f"reading order: what `section` can name (the first {MAX_OUTPUT_SECTIONS})."
     )
+    sections_total: int = Field(0, description="How many heading paths there are in all.")
 
     @classmethod
     def of(cls, page: ReadResult) -> ReadOutput:
-        return cls(**page.to_dict())
+        data = page.to_dict()
+        # a 5,000-chunk source may have thousands: not repeated in full on every page
+        data["sections"] = page.sections[:MAX_OUTPUT_SECTIONS]
+        return cls(**data, sections_total=len(page.sections))
 
 
 class AddOutput(BaseModel):

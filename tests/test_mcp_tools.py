@@ -455,3 +455,24 @@ async def test_search_scoped_to_a_source_and_read_a_whole_source(
     assert page is not None and page["next_offset"] and len(page["text"]) <= 100
     assert "offset=" in text_of(paged)
     assert missing.is_error and "rag_stats" in text_of(missing)
+
+
+def test_read_output_lists_at_most_200_heading_paths_and_counts_them_all() -> None:
+    """A source of thousands of sections does not repeat them all on every page."""
+    from mcp_server.schemas import MAX_OUTPUT_SECTIONS, ReadOutput
+    from rag_app.results import ReadResult
+
+    paths = [f"Guide > Part {i}" for i in range(MAX_OUTPUT_SECTIONS + 300)]
+    page = ReadResult(
+        source="https://ex.test/g",
+        title="Guide",
+        section="",
+        text="x",
+        offset=0,
+        next_offset=None,
+        total_chars=1,
+        sections=paths,
+    )
+    out = ReadOutput.of(page)
+    assert out.sections == paths[:MAX_OUTPUT_SECTIONS]
+    assert out.sections_total == len(paths)
