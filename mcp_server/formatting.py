@@ -234,23 +234,23 @@ def format_stats(stats: KBStats, offset: int = 0, limit: int = MAX_LISTED_SOURCE
     lines = [
         "ナレッジベース統計:",
         f"{pad}総チャンク数: {stats.total_chunks}",
-        f"{pad}ソースURL数: {len(stats.sources)}",
+        f"{pad}ソースURL数: {stats.source_count}",
         f"{pad}埋め込みモデル: {stats.embedding_model} ({stats.embedding_dimension}次元)",
         f"{pad}BM25 文書数: {stats.bm25_documents}",
         f"{pad}ベクトルストア: {stats.vector_store}",
         f"{pad}BM25 インデックス: {stats.bm25_dir}",
     ]
-    shown = stats.sources[offset : offset + limit]
+    shown = stats.page(offset, limit)
     if shown:
         lines.append(
-            f"{pad}ソースURL ({offset + 1}–{offset + len(shown)}件目 / {len(stats.sources)}件):"
+            f"{pad}ソースURL ({offset + 1}–{offset + len(shown)}件目 / {stats.source_count}件):"
         )
         for src in shown:
             chunks = stats.source_chunks.get(src)
             date = stats.source_dates.get(src, "")[:19].replace("T", " ")
             about = ", ".join(p for p in (f"{chunks}チャンク" if chunks else "", date) if p)
             lines.append(f"{pad}- {src}" + (f" ({about})" if about else ""))
-        rest = len(stats.sources) - offset - len(shown)
+        rest = stats.source_count - offset - len(shown)
         if rest > 0:
             lines.append(f"{pad}- …他 {rest}件 (offset={offset + len(shown)} で続きを表示)")
     return "\n".join(lines)

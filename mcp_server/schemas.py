@@ -293,10 +293,10 @@ class StatsOutput(BaseModel):
 
     @classmethod
     def of(cls, stats: KBStats, offset: int = 0, limit: int = 100) -> StatsOutput:
-        page = stats.sources[offset : offset + limit]
+        page = stats.page(offset, limit)
         return cls(
             total_chunks=stats.total_chunks,
-            source_count=len(stats.sources),
+            source_count=stats.source_count,
             sources=list(page),
             source_details=[
                 SourceOut(

@@ -378,7 +378,7 @@ async def rag_stats(
     stored sources with their chunk counts and indexing dates, a page at a time."""
     try:
         kb = await _app(ctx).knowledge_base()
-        stats = await kb.stats()
+        stats = await kb.stats(offset, limit)  # one page travels, not every source
     except Exception as exc:
         return error_result("rag_stats", exc)
     return _ok(format_stats(stats, offset, limit), StatsOutput.of(stats, offset, limit))

@@ -1348,20 +1348,29 @@ class KnowledgeBase:
             await asyncio.wait(set(self._writes))
 
     @_storage_guard
-    async def stats(self) -> KBStats:
-        """Totals and the list of sources (every source that has chunks)."""
+    async def stats(self, offset: int = 0, limit: int | None = None) -> KBStats:
+        """Totals and the list of sources (every source that has chunks; with `limit`,
+        that many from `offset`, sorted, so that a client pages a large store)."""
         await self.open(allow_model_mismatch=True)
         s = self.settings
         if self.store.poll_changes:
             await asyncio.to_thread(self.store.catch_up)
         total, bm25_documents, counts = await asyncio.to_thread(self.store.counts)
-        records = await asyncio.to_thread(self.store.chroma.list_sources)
+        every = sorted(counts)
+        offset = max(0, offset)
+        shown = every[offset:] if limit is None else every[offset : offset + max(0, limit)]
+        if limit is None:
+            records = list(await asyncio.to_thread(self.store.chroma.list_sources))
+        else:  # one page: only its records are read
+            records = list((await asyncio.to_thread(self.store.chroma.get_sources, shown)).values())
         dated = {r.source: r.indexed_at for r in records}
         return KBStats(
             total_chunks=total,
-            sources=sorted(counts),
-            source_chunks={src: counts[src] for src in sorted(counts)},
-            source_dates={src: dated.get(src, "") for src in sorted(counts)},
+            sources=shown,
+            source_chunks={src: counts[src] for src in shown},
+            source_dates={src: dated.get(src, "") for src in shown},
+            source_count=len(every),
+            source_offset=offset,
             embedding_model=self.store.model_name,
             embedding_dimension=self.store.dimension,
             bm25_documents=bm25_documents,

@@ -354,9 +354,21 @@ class KBStats:
     """Chunks per source."""
     source_dates: dict[str, str] = field(default_factory=dict)
     """When each source was last indexed (ISO 8601, UTC)."""
+    source_count: int = -1
+    """Sources in all; `sources` may be one page of them, from `source_offset`."""
+    source_offset: int = 0
+
+    def __post_init__(self) -> None:
+        if self.source_count < 0:
+            self.source_count = self.source_offset + len(self.sources)
+
+    def page(self, offset: int, limit: int) -> list[str]:
+        """The sources from `offset` (a position among all of them), at most `limit`."""
+        start = offset - self.source_offset
+        return self.sources[start : start + limit] if start >= 0 else []
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "source_count": len(self.sources)}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KBStats:

@@ -242,7 +242,7 @@ async def test_unexpected_exception_gives_a_generic_error_and_logs_the_traceback
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def broken_stats() -> None:
+    async def broken_stats(*_args: object) -> None:
         raise ZeroDivisionError("secret internal detail")
 
     monkeypatch.setattr(kb, "stats", broken_stats)

@@ -240,3 +240,28 @@ async def test_idle_connections_are_closed_and_a_long_request_is_not(
         release.set()
         await client.aclose()
         await runner.cleanup()
+
+
+async def test_stats_travel_one_page_at_a_time(service: tuple[StoreService, int]) -> None:
+    """`rag_stats` asks the service for its page only (the whole list of sources went to
+    every caller, and broke past aiohttp's 2 MiB line with ~6,000 long URLs)."""
+    from mcp_server.formatting import format_stats
+    from mcp_server.schemas import StatsOutput
+
+    svc, port = service
+    urls = [f"https://example.com/{i}" for i in range(5)]
+    for url in urls:
+        await svc.kb.ingest_text(url, f"# {url}\n\n本文。")
+    client = StoreClient(svc.kb.settings, {"port": port, "token": svc.token})
+    try:
+        page = await client.stats(2, 2)
+        whole = await client.stats()
+    finally:
+        await client.aclose()
+    assert page.sources == sorted(urls)[2:4] and page.source_count == 5
+    assert set(page.source_chunks) == set(page.sources) == set(page.source_dates)
+    assert whole.sources == sorted(urls) and whole.source_count == 5
+    text = format_stats(page, 2, 2)
+    assert "ソースURL数: 5" in text and "(3–4件目 / 5件)" in text and "offset=4" in text
+    out = StatsOutput.of(page, 2, 2)
+    assert out.sources == sorted(urls)[2:4] and out.source_count == 5 and out.offset == 2

@@ -262,8 +262,9 @@ class StoreClient:
         }
         return ReadResult.from_dict(await self._call("read", body, safe=True))
 
-    async def stats(self) -> KBStats:
-        return KBStats.from_dict(await self._call("stats", {}, safe=True))
+    async def stats(self, offset: int = 0, limit: int | None = None) -> KBStats:
+        body = {"offset": offset, "limit": limit}
+        return KBStats.from_dict(await self._call("stats", body, safe=True))
 
     async def check(self, repair: bool = False) -> CheckReport:
         return CheckReport.from_dict(await self._call("check", {"repair": repair}, safe=not repair))

@@ -455,8 +455,9 @@ class StoreService:
         source, folder = fields.absolute_path(body, "source"), fields.flag(body, "folder")
         return {"deleted": await self.kb.delete_source(source, folder=folder)}
 
-    async def _stats(self, _body: dict[str, Any], _progress: Progress) -> Any:
-        return (await self.kb.stats()).to_dict()
+    async def _stats(self, body: dict[str, Any], _progress: Progress) -> Any:
+        offset, limit = fields.integer(body, "offset", 0) or 0, fields.integer(body, "limit")
+        return (await self.kb.stats(offset, limit)).to_dict()
 
     async def _check(self, body: dict[str, Any], _progress: Progress) -> Any:
         return (await self.kb.check(repair=fields.flag(body, "repair"))).to_dict()
