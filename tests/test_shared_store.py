@@ -632,3 +632,20 @@ def test_a_service_after_a_killed_one_checks_every_chunks_vector(tmp_path: Path)
     assert rag(env, "service", "stop").returncode == 0
     assert rag_json(env, "stats")["total_chunks"] == stats["total_chunks"]
     assert (store / ".rag-service.log").read_text().count("ended without closing") == 1
+
+
+def test_an_idle_owner_with_other_settings_makes_way(tmp_path: Path) -> None:
+    """A command whose store settings differ from the running owner's (read from the
+    owner file, not from the health answer anyone may ask for) has the idle owner stop
+    and starts one with its own; the same settings reuse the owner."""
+    env = store_env(tmp_path)
+    assert rag(env, "stats").returncode == 0
+    first = owner_pid(env)
+    assert rag(env, "stats").returncode == 0 and owner_pid(env) == first  # same settings
+    other = {**env, "RAG_MAX_CHUNKS_PER_SOURCE": "4321"}
+    done = rag(other, "stats", "--json")
+    assert done.returncode == 0, done.stderr
+    second = owner_pid(env)
+    assert second not in (None, first)
+    info = json.loads((tmp_path / "chroma_db" / ".rag-owner.json").read_text())
+    assert json.loads(info["fingerprint"]["rag_max_chunks_per_source"]) == 4321

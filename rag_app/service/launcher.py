@@ -196,7 +196,8 @@ async def find_owner(settings: RAGSettings) -> dict[str, Any]:
         if health is not None:
             state = health.get("state")
             if state == "ready":
-                diff = protocol.differences(mine, dict(health.get("fingerprint") or {}))
+                # the owner file's settings: the health answer proved it is that owner's
+                diff = protocol.differences(mine, dict(info.get("fingerprint") or {}))
                 if not diff:
                     return info
                 if not asked_to_stop:  # an idle owner with other settings makes way

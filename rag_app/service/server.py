@@ -306,8 +306,7 @@ class StoreService:
                 "restoring": list(self.kb.restoring) if self.kb and self.kb.restoring else None,
                 "writes_held": self._writes_held(),
                 "error": str(self.open_error) if self.open_error else None,
-                "fingerprint": protocol.fingerprint(self.settings),
-            }
+            }  # no settings: anyone on the machine may ask (clients read them from the owner file)
         )
 
     def _writes_held(self) -> dict[str, Any] | None:
