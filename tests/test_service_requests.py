@@ -265,16 +265,3 @@ async def test_stats_travel_one_page_at_a_time(service: tuple[StoreService, int]
     assert "ソースURL数: 5" in text and "(3–4件目 / 5件)" in text and "offset=4" in text
     out = StatsOutput.of(page, 2, 2)
     assert out.sources == sorted(urls)[2:4] and out.source_count == 5 and out.offset == 2
-
-
-async def test_the_health_answer_shows_no_settings(service: tuple[StoreService, int]) -> None:
-    """Anyone on the machine may ask for the health (it proves the owner holds the token);
-    the settings — store folders, hashes of API keys — are only in the owner file (0600)."""
-    _svc, port = service
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(f"http://127.0.0.1:{port}{protocol.API}/health?nonce=n") as r,
-    ):
-        health = await r.json()
-    assert health["state"] == "ready" and "proof" in health
-    assert "fingerprint" not in health and "chroma" not in json.dumps(health)

@@ -306,7 +306,11 @@ class StoreService:
                 "restoring": list(self.kb.restoring) if self.kb and self.kb.restoring else None,
                 "writes_held": self._writes_held(),
                 "error": str(self.open_error) if self.open_error else None,
-            }  # no settings: anyone on the machine may ask (clients read them from the owner file)
+                # clients of this version compare the owner file's; a client started
+                # before an upgrade still reads this one (without it, it would stop and
+                # restart the service at every call)
+                "fingerprint": protocol.fingerprint(self.settings),
+            }
         )
 
     def _writes_held(self) -> dict[str, Any] | None:
