@@ -400,9 +400,7 @@ async def run_set(
             seconds = time.perf_counter() - started
             if summary.errors:
                 first, reason = summary.errors[0]
-                raise RAGError(
-                    f"{len(summary.errors)} page(s) failed to index, e.g. {first}: {reason}"
-                )
+                raise RAGError(f"{summary.failed} page(s) failed to index, e.g. {first}: {reason}")
             index = {
                 "pages": summary.added + summary.updated + summary.unchanged,
                 "chunks": summary.chunks,

@@ -533,6 +533,7 @@ def reading_text(
     that heading path (or a heading of that name) are kept.
     """
     parts: list[str] = []
+    written = 0  # characters so far (a source's first chunks may be empty)
     tail = ""  # the text's last MAX_JOIN_OVERLAP characters: all a join looks at
     paths: list[str] = []
     seen: set[str] = set()
@@ -549,12 +550,13 @@ def reading_text(
             block = chunk
             if heading and not chunk.lstrip().startswith("#"):
                 block = f"{'#' * max(1, min(level, 6))} {heading}\n{chunk}"
-            added = f"\n\n{block}" if parts else block
+            added = f"\n\n{block}" if written else block
             last_path = path
             heading_line = section_heading(block)
         else:  # `join_chunks` keeps its first text whole and searches only its tail
             added = join_chunks(tail, chunk, heading_line)[len(tail) :]
         parts.append(added)
+        written += len(added)
         tail = (tail + added)[-MAX_JOIN_OVERLAP:]
     return "".join(parts), paths
 

@@ -114,6 +114,8 @@ def test_the_whole_source_text_is_built_in_linear_time_and_as_before() -> None:
                 body = previous[-rng.randint(1, min(len(previous), 1200)) :] + body
             if rng.random() < 0.2:
                 body = f"### {last_heading(path)}\n{body}"
+            if rng.random() < 0.15:  # an empty chunk, with or without a heading
+                body, path = "", rng.choice(["", path])
             pieces.append((i, body, path, 3))
             previous = body
         rng.shuffle(pieces)

@@ -112,6 +112,8 @@ async def test_a_body_that_is_not_a_json_object_is_a_bad_request(
         ("read", {"source": "https://example.com/", "max_chars": "500"}, "max_chars"),
         ("crawl", {"url": "https://example.com/", "max_depth": "abc"}, "max_depth"),
         ("crawl", {"url": "https://example.com/", "max_pages": True}, "max_pages"),
+        ("crawl", {"url": "https://example.com/", "max_depth": 0}, "max_depth"),  # not made 1
+        ("crawl", {"url": "https://example.com/", "max_pages": 0}, "max_pages"),
         ("delete", {"source": "..", "folder": True}, "source"),
         ("index", {"directory": "notes"}, "directory"),
     ],
@@ -130,7 +132,7 @@ async def test_a_field_of_the_wrong_type_or_form_is_named_in_a_one_line_error(
     status, lines, raw = await _post(port, path, json.dumps(body).encode(), _auth(svc))
     assert status == 200
     error = lines[-1].get("error")
-    assert error and repr(field) in error["message"] and error["user_error"], raw
+    assert error and field in error["message"] and error["user_error"], raw
     assert "\n" not in error["message"]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert (await svc.kb.stats()).total_chunks >= 1
@@ -265,3 +267,23 @@ async def test_stats_travel_one_page_at_a_time(service: tuple[StoreService, int]
     assert "ソースURL数: 5" in text and "(3–4件目 / 5件)" in text and "offset=4" in text
     out = StatsOutput.of(page, 2, 2)
     assert out.sources == sorted(urls)[2:4] and out.source_count == 5 and out.offset == 2
+
+
+async def test_a_body_that_stops_coming_is_given_up(
+    service: tuple[StoreService, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request whose body stops halfway (token given) is answered 408 after the idle
+    limit instead of holding its connection, and the service's stop, for good."""
+    from rag_app.service import server
+
+    monkeypatch.setattr(server, "IDLE_CONNECTION_SEC", 0.5)
+    svc, port = service
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"POST /v1/stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {svc.token}\r\n"
+        "Content-Length: 100\r\n\r\n{".encode()
+    )
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), 10)
+    writer.close()
+    assert b" 408 " in status_line, status_line

@@ -32,14 +32,20 @@ def optional_text(body: dict[str, Any], name: str) -> str | None:
     return text(body, name) or None
 
 
-def integer(body: dict[str, Any], name: str, default: int | None = None) -> int | None:
-    """A whole-number field (missing or null: `default`); true/false are not numbers."""
+def integer(body: dict[str, Any], name: str) -> int | None:
+    """A whole-number field (missing or null: None); true/false are not numbers."""
     value = body.get(name)
     if value is None:
-        return default
+        return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadRequestError(f"The field {name!r} must be a whole number.")
     return value
+
+
+def whole(body: dict[str, Any], name: str, default: int) -> int:
+    """A whole-number field with a default for missing or null."""
+    value = integer(body, name)
+    return default if value is None else value
 
 
 def flag(body: dict[str, Any], name: str) -> bool:

@@ -325,8 +325,13 @@ class StoreService:
     def _endpoint(self, work: Work) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
             self.last_activity = time.monotonic()
+            try:  # a body that stops coming in is given up (it would also hold the stop)
+                async with asyncio.timeout(IDLE_CONNECTION_SEC):
+                    raw = await request.read()
+            except TimeoutError:
+                return web.json_response({"error": "request body timed out"}, status=408)
             try:  # the bytes as JSON whatever the declared charset; nesting too deep fails too
-                body = json.loads(await request.read())
+                body = json.loads(raw)
                 if not isinstance(body, dict):
                     raise ValueError("not an object")
             except (ValueError, RecursionError):
@@ -401,7 +406,7 @@ class StoreService:
         result = await self.kb.read_source(
             fields.text(body, "source"),
             section=fields.text(body, "section"),
-            offset=fields.integer(body, "offset", 0) or 0,
+            offset=fields.whole(body, "offset", 0),
             max_chars=fields.integer(body, "max_chars"),
         )
         return result.to_dict()
@@ -416,8 +421,8 @@ class StoreService:
         from rag_app.crawl_options import CrawlOptions
 
         options = CrawlOptions(
-            max_depth=fields.integer(body, "max_depth", 1) or 1,
-            max_pages=fields.integer(body, "max_pages") or None,
+            max_depth=fields.whole(body, "max_depth", 1),  # a 0 sent is refused, not made 1
+            max_pages=fields.integer(body, "max_pages"),
             exclude=fields.text(body, "exclude"),
             sitemap=fields.flag(body, "sitemap"),
             prune=fields.flag(body, "prune"),
@@ -459,7 +464,7 @@ class StoreService:
         return {"deleted": await self.kb.delete_source(source, folder=folder)}
 
     async def _stats(self, body: dict[str, Any], _progress: Progress) -> Any:
-        offset, limit = fields.integer(body, "offset", 0) or 0, fields.integer(body, "limit")
+        offset, limit = fields.whole(body, "offset", 0), fields.integer(body, "limit")
         return (await self.kb.stats(offset, limit)).to_dict()
 
     async def _check(self, body: dict[str, Any], _progress: Progress) -> Any:
