@@ -198,6 +198,11 @@ def _storage_guard(method: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
+STATS_PAGE_READ_MAX = 1000
+"""A stats page of up to this many sources reads their records by id; a larger one reads
+them all (a query naming too many ids can pass SQLite's limit on variables)."""
+
+
 class KnowledgeBase:
     """Everything a user can do with the knowledge base, behind async methods."""
 
@@ -1359,9 +1364,9 @@ class KnowledgeBase:
         every = sorted(counts)
         offset = max(0, offset)
         shown = every[offset:] if limit is None else every[offset : offset + max(0, limit)]
-        if limit is None:
+        if limit is None or len(shown) > STATS_PAGE_READ_MAX:
             records = list(await asyncio.to_thread(self.store.chroma.list_sources))
-        else:  # one page: only its records are read
+        else:  # one page: only its records are read (by id: a bounded number of them)
             records = list((await asyncio.to_thread(self.store.chroma.get_sources, shown)).values())
         dated = {r.source: r.indexed_at for r in records}
         return KBStats(

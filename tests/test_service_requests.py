@@ -287,3 +287,22 @@ async def test_a_body_that_stops_coming_is_given_up(
     status_line = await asyncio.wait_for(reader.readline(), 10)
     writer.close()
     assert b" 408 " in status_line, status_line
+
+
+async def test_a_large_stats_page_reads_every_record_instead_of_naming_them(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `STATS_PAGE_READ_MAX` sources a page's records are not read by id (a query
+    naming 100,000 ids can pass SQLite's variable limit); the dates are the same."""
+    import rag_app.knowledge as knowledge
+
+    for i in range(3):
+        await kb.ingest_text(f"https://example.com/{i}", f"# {i}\n\n本文。")
+    small = await kb.stats(0, 3)
+    asked: list[int] = []
+    real = kb.store.chroma.get_sources
+    monkeypatch.setattr(kb.store.chroma, "get_sources", lambda ids: asked.append(1) or real(ids))
+    monkeypatch.setattr(knowledge, "STATS_PAGE_READ_MAX", 2)
+    large = await kb.stats(0, 3)
+    assert asked == [] and large.source_dates == small.source_dates
+    assert all(small.source_dates.values())
