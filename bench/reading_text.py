@@ -3,12 +3,18 @@ built before (the text joined again at every chunk: time grows with the square o
 source), on synthetic sources of overlapping chunks; checks both give the same text.
 
     python bench/reading_text.py [--chunks 1000,5000] [--rounds 3]
+
+With `--store CHROMA_DIR --bm25 BM25_DIR [--collection NAME]` it also pages through the
+store's largest source with `read_source` (a copy of the store: opening it may repair
+it): the first page reads the chunks from Chroma, the next ones reuse them.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import random
+import statistics
 import time
 from collections.abc import Sequence
 
@@ -53,7 +59,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", default="1000,5000")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--store", help="a Chroma folder (a copy) to page through")
+    parser.add_argument("--bm25", help="its BM25 folder")
+    parser.add_argument("--collection", default="knowledge")
     args = parser.parse_args()
+    if args.store:
+        asyncio.run(pages(args.store, args.bm25, args.collection))
     print("| chunks | characters | before (s) | now (s) | now ÷ before |")
     print("| ---: | ---: | ---: | ---: | ---: |")
     for n in (int(x) for x in args.chunks.split(",")):
@@ -68,6 +79,37 @@ def main() -> None:
             now = min(now, time.perf_counter() - t)
             assert new == old, "the text changed"
         print(f"| {n:,} | {len(new):,} | {before:.3f} | {now:.3f} | {now / before:.3f} |")
+
+
+async def pages(store: str, bm25: str, collection: str, count: int = 6) -> None:
+    """Time `read_source` page by page on the store's largest source."""
+    from rag_app.config import load_settings
+    from rag_app.knowledge import KnowledgeBase
+
+    settings = load_settings(
+        chromadb_persist_dir=store,
+        bm25_persist_dir=bm25,
+        rag_collection_name=collection,
+        rag_max_chunks_per_source=5000,
+    )
+    kb = KnowledgeBase(settings)
+    await kb.open()
+    try:
+        stats = await kb.stats()
+        source = max(stats.source_chunks, key=stats.source_chunks.__getitem__)
+        times = []
+        for i in range(count):
+            t = time.perf_counter()
+            await kb.read_source(source, offset=i * 4000)
+            times.append(time.perf_counter() - t)
+        later = statistics.median(times[1:])
+        print(
+            f"{source} ({stats.source_chunks[source]:,} chunks): first page "
+            f"{times[0] * 1000:.1f} ms, the next {count - 1} median {later * 1000:.1f} ms "
+            f"(next ÷ first {later / times[0]:.3f})"
+        )
+    finally:
+        await kb.aclose()
 
 
 if __name__ == "__main__":

@@ -198,6 +198,10 @@ def _storage_guard(method: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
+READ_CACHE_CHARS = 32_000_000
+"""Characters of sources kept between `rag_read` pages (the most recently read first)."""
+ReadingPiece = tuple[int, str, str, int]
+"""(chunk index, text, heading path, heading level): a chunk as `reading_text` takes it."""
 STATS_PAGE_READ_MAX = 1000
 """A stats page of up to this many sources reads their records by id; a larger one reads
 them all (a query naming too many ids can pass SQLite's limit on variables)."""
@@ -221,6 +225,9 @@ class KnowledgeBase:
         self._crawler_factory = crawler_factory
         self._crawler: WebCrawler | None = None
         self._option_settings: LRUCache[str, RAGSettings] = LRUCache(maxsize=16)
+        self._read_pieces: LRUCache[tuple[Any, ...], tuple[str, list[ReadingPiece]]] = LRUCache(
+            maxsize=READ_CACHE_CHARS, getsizeof=lambda kept: 1 + sum(len(p[1]) for p in kept[1])
+        )
         self._store: KnowledgeStore | None = None
         self._owner_lock: StoreOwnerLock | None = None
         self._take_ownership = take_ownership
@@ -1131,6 +1138,31 @@ class KnowledgeBase:
         )
 
     @_storage_guard
+    async def _reading_pieces(self, key: str) -> tuple[str, list[ReadingPiece]]:
+        """A source's title and chunks as `reading_text` takes them; kept for the next
+        page while the source's record stays the same (reading a chunk-heavy source from
+        Chroma again for every page took ~75 ms a page at 1,000 chunks)."""
+        record = await asyncio.to_thread(self.store.get_source, key)
+        version = (
+            (key, record.content_hash, record.indexed_at, record.chunk_count) if record else None
+        )
+        if version is not None and (kept := self._read_pieces.get(version)) is not None:
+            return kept
+        nodes = await asyncio.to_thread(self.store.source_nodes, key)
+        pieces = [
+            (
+                int(n.metadata.get("chunk_index", 0) or 0),
+                n.get_content(),
+                str(n.metadata.get("heading_path", "")),
+                int(n.metadata.get("heading_level", 0) or 0),
+            )
+            for n in nodes
+        ]
+        title = str(nodes[0].metadata.get("title", "")) if nodes else ""
+        if version is not None and len(pieces) == record.chunk_count:  # a whole version
+            self._read_pieces[version] = (title, pieces)
+        return title, pieces
+
     async def read_source(
         self,
         source: str,
@@ -1152,17 +1184,7 @@ class KnowledgeBase:
             raise UnknownSourceError(
                 f"{source!r} is not in the knowledge base; rag_stats (rag stats) lists the sources."
             )
-        nodes = await asyncio.to_thread(self.store.source_nodes, key)
-        pieces = [
-            (
-                int(n.metadata.get("chunk_index", 0) or 0),
-                n.get_content(),
-                str(n.metadata.get("heading_path", "")),
-                int(n.metadata.get("heading_level", 0) or 0),
-            )
-            for n in nodes
-        ]
-        title = str(nodes[0].metadata.get("title", "")) if nodes else ""
+        title, pieces = await self._reading_pieces(key)
         text, sections = "", []
         for form in section_forms(section, title):  # the first that names a section
             # off the event loop: ~10 ms for 5,000 chunks (`bench/reading_text.py`)

@@ -120,3 +120,26 @@ def test_the_whole_source_text_is_built_in_linear_time_and_as_before() -> None:
             previous = body
         rng.shuffle(pieces)
         assert reading_text(pieces)[0] == whole(pieces)
+
+
+async def test_the_next_page_reuses_the_source_read_until_the_source_changes(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Paging through a source reads its chunks from the store once; a rewrite of the
+    source (a new record) is read afresh, and a deleted source is not served from memory."""
+    url = "https://example.com/manual"
+    await kb.ingest_text(url, "# 手引き\n\n" + "".join(f"最初の版の第{i}文。" for i in range(300)))
+    reads: list[str] = []
+    real = kb.store.source_nodes
+    monkeypatch.setattr(kb.store, "source_nodes", lambda key: reads.append(key) or real(key))
+    first = await kb.read_source(url, max_chars=1000)
+    second = await kb.read_source(url, offset=first.next_offset or 0, max_chars=1000)
+    assert len(reads) == 1 and second.offset == first.next_offset
+    await kb.ingest_text(
+        url, "# 手引き\n\n" + "".join(f"二番目の版の第{i}文。" for i in range(300))
+    )
+    again = await kb.read_source(url, max_chars=1000)
+    assert len(reads) == 2 and "二番目の版" in again.text and "最初の版" not in again.text
+    await kb.delete_source(url)
+    with pytest.raises(RAGError):
+        await kb.read_source(url)
