@@ -198,7 +198,7 @@ def _storage_guard(method: F) -> F:
     return guarded  # type: ignore[return-value]
 
 
-READ_CACHE_CHARS = 32_000_000
+READ_CACHE_CHARS = 8_000_000
 """Characters of sources kept between `rag_read` pages (the most recently read first)."""
 ReadingPiece = tuple[int, str, str, int]
 """(chunk index, text, heading path, heading level): a chunk as `reading_text` takes it."""
