@@ -276,3 +276,27 @@ async def test_rag_service_status_says_what_holds_the_writes(
     assert await _cmd_service(load_settings(), args) == 0
     line = capsys.readouterr().out
     assert (said in line) if said else ("wait" not in line), line
+
+
+def test_rag_jobs_and_rag_jobs_tool_show_what_a_job_s_write_waits_for() -> None:
+    from mcp_server.formatting import format_jobs
+    from rag_app.cli import _job_line
+
+    job = {
+        "id": "1a2b3c4d",
+        "kind": "crawl",
+        "target": "https://ex.test/",
+        "state": "running",
+        "done": 3,
+        "total": 10,
+        "error": "",
+        "result": {},
+        "attempt": 1,
+        "waiting": {"kind": "restore", "done": 64, "total": 4000},
+    }
+    assert "(waiting: the store is restoring its vector index after damage (64/4,000 chunks)" in (
+        _job_line(job)
+    )
+    assert "(待機中: 損傷したベクトル索引を復元中 (64/4000チャンク)" in format_jobs([job])
+    quiet = {**job, "waiting": None}
+    assert "wait" not in _job_line(quiet) and "待機中" not in format_jobs([quiet])
