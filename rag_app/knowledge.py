@@ -1137,7 +1137,6 @@ class KnowledgeBase:
             overhead=hit_overhead,
         )
 
-    @_storage_guard
     async def _reading_pieces(self, key: str) -> tuple[str, list[ReadingPiece]]:
         """A source's title and chunks as `reading_text` takes them; kept for the next
         page while the source's record stays the same (reading a chunk-heavy source from
@@ -1163,6 +1162,7 @@ class KnowledgeBase:
             self._read_pieces[version] = (title, pieces)
         return title, pieces
 
+    @_storage_guard
     async def read_source(
         self,
         source: str,

@@ -4,6 +4,8 @@ heading holding `>` or `›` itself)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rag_app.errors import RAGError
@@ -142,4 +144,23 @@ async def test_the_next_page_reuses_the_source_read_until_the_source_changes(
     assert len(reads) == 2 and "二番目の版" in again.text and "最初の版" not in again.text
     await kb.delete_source(url)
     with pytest.raises(RAGError):
+        await kb.read_source(url)
+
+
+async def test_a_storage_fault_while_reading_is_one_sentence_naming_the_fix(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from rag_app.errors import StoreUnavailableError
+
+    url = "https://example.com/full"
+    await kb.ingest_text(url, "# 満杯\n\n本文。")
+
+    def full(_key: str) -> Any:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(kb.store, "source_nodes", full)
+    monkeypatch.setattr(kb.store, "get_source", full)
+    with pytest.raises(StoreUnavailableError, match="full"):
         await kb.read_source(url)
