@@ -238,11 +238,9 @@ class KnowledgeBase:
         self.reembedded = 0  # chunks the last reindex embedded (the rest came from the copy)
         self.threads_left: list[str] = []  # background threads still running after `aclose`
         self._reembedding: asyncio.Task[None] | None = None
-        self.restoring: tuple[int, int] | None = None
-        """(chunks done, chunks in all) while a set-aside vector index is restored in the
-        background (shown by `rag service status`); None otherwise."""
         self.reindexing: tuple[int, int] | None = None
         """(chunks done, chunks in all) while a reindex (or a restore) holds the writes."""
+        self._restore_running = False  # the reindex pending or running is a restore
         self._background: list[threading.Thread] = []  # exact copy loader, vector healer
         self.heal_marker: Path | None = None
         """Set by a store service whose previous owner ended abnormally: the open checks
@@ -287,13 +285,9 @@ class KnowledgeBase:
         the vector copy, embedding again from its stored text only those it lacks (searches
         keep working meanwhile: BM25 fully, vectors exactly from the copy, `search_the_copy`)."""
         logger.warning("Restoring the vectors after the vector index was set aside.")
-        self.restoring = (0, 0)
-
-        def restored(done: int, total: int) -> None:
-            self.restoring = (done, total)
-
+        self._restore_running = True
         try:
-            count = await self.reindex(restored, reuse_copy=True)
+            count = await self.reindex(reuse_copy=True)
         except Exception as err:  # e.g. the embedding provider is down: say how to finish
             if self._closing.is_set():
                 logger.warning("Re-embedding paused (the store is closing); the next start "
@@ -303,7 +297,7 @@ class KnowledgeBase:
                              "the next start tries again, or run `rag reindex`.", err)  # fmt: skip
             return
         finally:
-            self.restoring = None
+            self._restore_running = False
         logger.warning(
             "Restored the vectors of %d chunks after the vector index was set aside (%d "
             "from the vector copy, %d embedded again).",
@@ -1318,30 +1312,27 @@ class KnowledgeBase:
         task.add_done_callback(_consume_outcome)
         return await asyncio.shield(task)
 
+    @property
+    def restoring(self) -> tuple[int, int] | None:
+        """(chunks done, chunks in all) while a set-aside vector index is restored in the
+        background (shown by `rag service status`); None otherwise."""
+        return (self.reindexing or (0, 0)) if self._restore_running else None
+
     def write_wait(self) -> WriteWait | None:
         """What holds the writes for long (a restore or a reindex), with its count."""
         if (held := self.reindexing) is None:
             return None
-        done, total = self.restoring or held
-        return WriteWait("restore" if self.restoring is not None else "reindex", done, total)
+        return WriteWait("restore" if self._restore_running else "reindex", *held)
 
     @contextlib.asynccontextmanager
     async def _write_turn(self) -> AsyncIterator[None]:
-        """Hold the write lock; while waiting for it behind a restore or a reindex, say so."""
-        async with self._waiting_told():
-            await self._write_lock.acquire()
-        try:
-            yield
-        finally:
-            self._write_lock.release()
-
-    @contextlib.asynccontextmanager
-    async def _waiting_told(self) -> AsyncIterator[None]:
-        """While a write waits behind a restore or a reindex, tell `write_wait.NOTICE`
-        why (again every `REPEAT_SEC` as the count moves), and that the wait ended."""
+        """Hold the write lock. While waiting for it behind a restore or a reindex, tell
+        `write_wait.NOTICE` why (again every `REPEAT_SEC` as the count moves), and that
+        the wait ended."""
         given = NOTICE.get()
         if given is None or not self._write_lock.locked():
-            yield
+            async with self._write_lock:
+                yield
             return
         told = False
 
@@ -1361,13 +1352,17 @@ class KnowledgeBase:
 
         teller = asyncio.ensure_future(tell())
         try:
-            yield
+            await self._write_lock.acquire()
         finally:
             teller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await teller
             if told:
                 notice(None)
+        try:
+            yield
+        finally:
+            self._write_lock.release()
 
     async def _settle(self) -> None:
         """Wait for the writes whose callers were cancelled (a cancelled job's last page)."""
