@@ -649,3 +649,49 @@ def test_an_idle_owner_with_other_settings_makes_way(tmp_path: Path) -> None:
     assert second not in (None, first)
     info = json.loads((tmp_path / "chroma_db" / ".rag-owner.json").read_text())
     assert json.loads(info["fingerprint"]["rag_max_chunks_per_source"]) == 4321
+
+
+def test_hostile_raw_requests_to_a_real_service_leave_it_answering_and_the_store_whole(
+    tmp_path: Path,
+) -> None:
+    """Against the real store service process: a token header that is not UTF-8, JSON
+    nested past the recursion limit, fields of the wrong type, a relative folder to delete
+    (it removed the whole store) and a half-sent body are each refused without a
+    traceback in the service's log; the owner is the same afterwards, nothing was
+    deleted, and `rag stats` pages at the service."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    env = store_env(tmp_path)
+    notes = write_notes(tmp_path / "notes", "hz", 3)
+    assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+    info = json.loads((tmp_path / "chroma_db" / ".rag-owner.json").read_text())
+    url = f"http://127.0.0.1:{info['port']}/v1"
+
+    with socket.create_connection(("127.0.0.1", info["port"]), timeout=10) as raw:
+        raw.sendall(
+            b"POST /v1/stats HTTP/1.1\r\nHost: x\r\nAuthorization: \xff\xfe\r\n"
+            b"Content-Length: 2\r\n\r\n{}"
+        )
+        assert b" 401 " in raw.recv(200)
+    nested = urllib.request.Request(
+        f"{url}/stats", data=b"[" * 200_000, headers={"Authorization": f"Bearer {info['token']}"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(nested, timeout=30)
+    assert refused.value.code == 400
+    for name, body, field in [
+        ("search", {"query": "hz1tok1", "source": ["a"]}, "source"),
+        ("read", {"source": notes[0].as_uri(), "offset": "abc"}, "offset"),
+        ("delete", {"source": "..", "folder": True}, "source"),
+        ("index", {"directory": "notes"}, "directory"),
+    ]:
+        (answer,) = _post(info, name, body)
+        assert field in answer["error"]["message"], (name, answer)
+    (page,) = _post(info, "stats", {"offset": 1, "limit": 1})
+    assert page["result"]["source_count"] == 3 and len(page["result"]["sources"]) == 1
+    assert owner_pid(env) == info["pid"]
+    assert rag_json(env, "stats")["source_count"] == 3  # nothing was deleted
+    log = (tmp_path / "chroma_db" / ".rag-service.log").read_text(errors="replace")
+    assert "Traceback" not in log, log[-2000:]
