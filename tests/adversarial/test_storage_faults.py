@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,7 +27,9 @@ from tests.processes import (
     rag,
     rag_async,
     rag_json,
+    rag_mcp,
     store_env,
+    text_of,
     wait_serving,
     write_notes,
 )
@@ -267,9 +270,11 @@ def test_vector_search_answers_from_the_copy_while_the_real_service_restores(
     """A store of 4,000 chunks whose HNSW files are damaged: the real service sets them
     aside and restores the vectors in the background (several seconds). Meanwhile a real
     `rag search --mode vector` gets hits (from the vector copy; the emptied index gave
-    none), `rag service status` shows the restore's progress, and a `rag index` says on
-    stderr that its write waits for the restore, then stores its file."""
+    none), `rag service status` shows the restore's progress, a `rag index` says on
+    stderr that its write waits for the restore, then stores its file, and a real
+    `rag-mcp`'s `rag_delete` over stdio says so in its progress messages, then deletes."""
     import asyncio
+    import threading
 
     from rag_app.config import load_settings
     from rag_app.knowledge import KnowledgeBase
@@ -298,6 +303,24 @@ def test_vector_search_answers_from_the_copy_while_the_real_service_restores(
     (tmp_path / "late" / "late.md").write_text("# 追記\n\n復元中に書いた一行。\n", encoding="utf-8")
     assert rag_json(env, "stats")["total_chunks"] == chunks  # opens: set aside, restoring
     write = rag_async(env, "index", str(tmp_path / "late"))  # waits behind the restore
+    messages: list[str] = []
+    deleted: list[Any] = []
+
+    async def delete_over_mcp() -> None:
+        async def on_progress(_done: float, _total: float | None, message: str | None) -> None:
+            messages.append(message or "")
+
+        async with rag_mcp(env, tmp_path / "mcp.log") as client:
+            deleted.append(
+                await client.call_tool(
+                    "rag_delete",
+                    {"url": (tmp_path / "notes" / "om000.md").as_uri()},
+                    progress_callback=on_progress,
+                )
+            )
+
+    mcp = threading.Thread(target=lambda: asyncio.run(delete_over_mcp()))
+    mcp.start()
     status = rag_json(env, "service", "status")
     found = rag_json(env, "search", "om3語3の説明", "--mode", "vector")
     later = rag_json(env, "service", "status")
@@ -306,6 +329,10 @@ def test_vector_search_answers_from_the_copy_while_the_real_service_restores(
     out, err = write.communicate(timeout=180)
     assert write.returncode == 0 and "added=1" in out, (out, err)
     assert "waiting: the store is restoring its vector index after damage" in err, err
+    mcp.join(180)
+    assert deleted and not deleted[0].is_error, deleted
+    assert text_of(deleted[0]).startswith("削除しました"), text_of(deleted[0])
+    assert any(m.startswith("待機中: 損傷したベクトル索引を復元中") for m in messages), messages
     report = rag_json(env, "check")  # waits for the restore (it holds the write lock)
     assert report["ok"] and report["unfindable_by_vector"] == 0, report
     assert rag_json(env, "service", "status")["restoring"] is None
