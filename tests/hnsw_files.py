@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 
 def persist_hnsw_then_drop_the_filler(chroma_dir: Path) -> Path:
@@ -32,3 +36,23 @@ def persist_hnsw_then_drop_the_filler(chroma_dir: Path) -> Path:
     folder = chroma_dir / segment
     assert (folder / "index_metadata.pickle").exists()  # the vectors live in these files now
     return folder
+
+
+def hold_the_first_restored_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[threading.Event, threading.Event]:
+    """Make the first write into a new (restored) chunk collection wait for `release`;
+    `held` is set while it waits."""
+    from rag_app.index.chroma_store import ChromaStore
+
+    held, release = threading.Event(), threading.Event()
+    real = ChromaStore.upsert_nodes
+
+    def paused(self: ChromaStore, nodes: Any, *args: Any, **kwargs: Any) -> Any:
+        if "__" in self.collection.name and not held.is_set():  # knowledge__<id>
+            held.set()
+            release.wait(60)
+        return real(self, nodes, *args, **kwargs)
+
+    monkeypatch.setattr(ChromaStore, "upsert_nodes", paused)
+    return held, release

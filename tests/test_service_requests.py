@@ -211,7 +211,7 @@ async def test_idle_connections_are_closed_and_a_long_request_is_not(
     the service's file descriptors); a request answered for longer than that (a delete
     waiting behind a reindex) is not cut."""
     from rag_app.service import server
-    from tests.test_vector_copy import _hold_the_first_restored_write
+    from tests.hnsw_files import hold_the_first_restored_write
 
     monkeypatch.setattr(server, "IDLE_CONNECTION_SEC", 0.5)
     await kb.ingest_text("https://example.com/gone", "# 消す\n\n消えるページ。" * 5)
@@ -223,7 +223,7 @@ async def test_idle_connections_are_closed_and_a_long_request_is_not(
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     port = runner.addresses[0][1]
     client = StoreClient(kb.settings, {"port": port, "token": svc.token})
-    held, release = _hold_the_first_restored_write(monkeypatch)
+    held, release = hold_the_first_restored_write(monkeypatch)
     reindex = asyncio.create_task(kb.reindex())
     try:
         silent = await asyncio.open_connection("127.0.0.1", port)

@@ -10,7 +10,6 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from rag_app.config import RAGSettings
 from rag_app.index.vector_copy import FILE, VectorCopy, model_key, staged
 from rag_app.knowledge import KnowledgeBase
 from tests.conftest import CountingEmbedding
+from tests.hnsw_files import hold_the_first_restored_write
 
 KEY = model_key("m", 4)
 
@@ -420,26 +420,6 @@ async def _damaged_store(
     return before, ids
 
 
-def _hold_the_first_restored_write(
-    monkeypatch: pytest.MonkeyPatch,
-) -> tuple[threading.Event, threading.Event]:
-    """Make the first write into a new (restored) chunk collection wait for `release`;
-    `held` is set while it waits."""
-    from rag_app.index.chroma_store import ChromaStore
-
-    held, release = threading.Event(), threading.Event()
-    real = ChromaStore.upsert_nodes
-
-    def paused(self: ChromaStore, nodes: Any, *args: Any, **kwargs: Any) -> Any:
-        if "__" in self.collection.name and not held.is_set():  # knowledge__<id>
-            held.set()
-            release.wait(60)
-        return real(self, nodes, *args, **kwargs)
-
-    monkeypatch.setattr(ChromaStore, "upsert_nodes", paused)
-    return held, release
-
-
 @pytest.mark.parametrize("exact_limit", [20_000, 3, 0])
 async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_restored(
     settings: RAGSettings,
@@ -457,7 +437,7 @@ async def test_vector_searches_answer_from_the_copy_while_a_set_aside_index_is_r
 
     settings = settings.model_copy(update={"rag_exact_search_max_chunks": exact_limit})
     before, _ids = await _damaged_store(settings, counting_embed, tmp_path)
-    held, release = _hold_the_first_restored_write(monkeypatch)
+    held, release = hold_the_first_restored_write(monkeypatch)
     kb = KnowledgeBase(settings, embed_model=counting_embed)
     await kb.open()
     try:
@@ -534,7 +514,7 @@ async def test_a_failed_restore_keeps_answering_from_the_copy(
         late = (await kb.retrieve("a lighthouse keeper", mode="vector")).hits
         assert late and "lighthouse" in late[0].text
 
-        held, release = _hold_the_first_restored_write(monkeypatch)
+        held, release = hold_the_first_restored_write(monkeypatch)
         reindex = asyncio.create_task(kb.reindex())
         assert await asyncio.to_thread(held.wait, 60)
         meanwhile = await kb.retrieve(RESTORE_QUERY, mode="vector")

@@ -12,7 +12,7 @@ from rag_app.console import wait_printer
 from rag_app.knowledge import KnowledgeBase
 from rag_app.write_wait import NOTICE, WriteWait
 from tests.conftest import CountingEmbedding
-from tests.test_vector_copy import _hold_the_first_restored_write
+from tests.hnsw_files import hold_the_first_restored_write
 
 
 async def test_a_write_behind_a_reindex_is_told_why_then_goes_on(
@@ -24,7 +24,7 @@ async def test_a_write_behind_a_reindex_is_told_why_then_goes_on(
     for i in range(3):
         await kb.ingest_text(f"https://example.com/{i}", f"# 見出し{i}\n\n本文その{i}。" * 5)
     stored = kb.store.count()
-    held, release = _hold_the_first_restored_write(monkeypatch)
+    held, release = hold_the_first_restored_write(monkeypatch)
     reindex = asyncio.create_task(kb.reindex())
     notes: list[WriteWait | None] = []
     try:
@@ -153,7 +153,7 @@ async def test_a_notice_that_fails_does_not_fail_or_lock_the_write(
     """A front end whose note raises (a closed stderr) still gets its write stored, and
     the next write is not locked out."""
     await kb.ingest_text("https://example.com/0", "# 見出し\n\n本文。" * 5)
-    held, release = _hold_the_first_restored_write(monkeypatch)
+    held, release = hold_the_first_restored_write(monkeypatch)
     reindex = asyncio.create_task(kb.reindex())
 
     calls: list[WriteWait | None] = []
@@ -199,7 +199,7 @@ async def test_the_note_travels_from_the_service_to_a_client_and_its_mcp_progres
     await site.start()
     port = runner.addresses[0][1]
     client = StoreClient(kb.settings, {"port": port, "token": service.token})
-    held, release = _hold_the_first_restored_write(monkeypatch)
+    held, release = hold_the_first_restored_write(monkeypatch)
     reindex = asyncio.create_task(kb.reindex())
     sent: list[str | None] = []
     others: list[WriteWait | None] = []
