@@ -97,6 +97,36 @@ def test_pruned_search_equals_scoring_every_document(seed: int) -> None:
         assert_same_top(index.search(query, k), reference(index, docs, query), k)
 
 
+def test_scores_follow_every_change_between_searches() -> None:
+    """The per-slot length norms are kept between searches: each add, delete, compaction
+    and other k1/b must be seen by the very next search."""
+    rng = random.Random(7)
+    index, docs = indexed_pages(rng, 30)
+    queries = [" ".join(rng.choices(WORDS, WEIGHTS, k=3)) for _ in range(5)]
+
+    def check(k1: float | None = None, b: float | None = None) -> None:
+        for query in queries:
+            got = index.search(query, 10, k1=k1, b=b)
+            old = index.k1, index.b
+            index.k1, index.b = k1 or index.k1, b or index.b
+            want = reference(index, docs, query)
+            index.k1, index.b = old
+            assert_same_top(got, want, 10)
+
+    check()
+    long_doc = BM25Document("long", " ".join(WORDS[:300]), "https://s.test/long")
+    index.add([long_doc])  # moves the average length: every norm changes
+    docs["long"] = long_doc
+    check()
+    index.delete_source("https://s.test/3")
+    docs = {i: d for i, d in docs.items() if d.source != "https://s.test/3"}
+    check()
+    index._p.compact()
+    check()
+    check(k1=1.5, b=0.9)
+    check()
+
+
 def test_scoped_search_equals_scoring_the_scope() -> None:
     rng = random.Random(5)
     index, docs = indexed_pages(rng, 60)
