@@ -18,6 +18,18 @@ DEFAULT_PORT = 8765
 logger = logging.getLogger("mcp_server")
 
 
+def _port(value: str) -> int:
+    """A TCP port, 1-65535: the server would otherwise listen on the number modulo 65,536
+    while saying it serves the one given."""
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1-65535)")
+    return port
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="rag-mcp",
@@ -36,7 +48,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--host", default=DEFAULT_HOST, help=f"HTTP bind address (default {DEFAULT_HOST})"
     )
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})"
+        "--port", type=_port, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})"
     )
     parser.add_argument("--version", action=VersionAction)
     parser.add_argument(

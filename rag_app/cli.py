@@ -20,7 +20,7 @@ from rag_app.console import VersionAction, guarded, progress_reporter, wait_prin
 from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.failure_text import failure_line
-from rag_app.limits import MAX_CRAWL_PAGES, MAX_REJOINS, without_surrogates
+from rag_app.limits import MAX_CRAWL_PAGES, MAX_READ_CHARS, MAX_REJOINS, without_surrogates
 from rag_app.results import SEARCH_MODES, CrawlSummary, RefreshSummary
 from rag_app.write_wait import NOTICE, WriteWait
 
@@ -376,6 +376,7 @@ async def _cmd_check(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 async def _cmd_service(settings: RAGSettings, args: argparse.Namespace) -> int:
     from rag_app.service import service_status, stop_service
+    from rag_app.service.launcher import not_answering_text
 
     if args.action == "run":
         from rag_app.service.server import StoreService, prepare_process
@@ -392,6 +393,8 @@ async def _cmd_service(settings: RAGSettings, args: argparse.Namespace) -> int:
         return 0 if args.action == "status" else 1
     if args.json:
         print(json.dumps(status, ensure_ascii=False, indent=2))
+    elif status["state"] == "not answering":
+        print(not_answering_text(status))
     else:
         line = (
             f"{status['state']}: pid {status['pid']} on 127.0.0.1:{status['port']} "
@@ -409,7 +412,7 @@ async def _cmd_service(settings: RAGSettings, args: argparse.Namespace) -> int:
                 else "starting"
             )
         print(line)
-    return 0
+    return 1 if status["state"] == "not answering" else 0
 
 
 COMMANDS: dict[str, Callable[[KnowledgeBase, argparse.Namespace], Awaitable[int]]] = {
@@ -436,7 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(
-        "index", help="index a folder of .md/.html/.txt/.pdf/.docx files (incremental)"
+        "index",
+        help="index a folder of .md/.markdown/.html/.htm/.txt/.pdf/.docx files (incremental)",
     )
     p.add_argument("directory")
 
@@ -581,11 +585,26 @@ def _main(argv: Sequence[str] | None) -> int:
         print("error: -n must be between 1 and 100.", file=sys.stderr)
         return 2
     if args.command == "crawl":
+        from rag_app.crawl.url_match import compile_pattern
+
         try:
             _crawl_options(args).validated(1, MAX_CRAWL_PAGES)
+            compile_pattern(args.pattern)
+            compile_pattern(args.exclude)
         except RAGError as err:
             print(_error("crawl", err), file=sys.stderr)
             return 2
+    if args.command == "read" and args.offset < 0:
+        print(f"error: --offset must be 0 or more, got {args.offset}.", file=sys.stderr)
+        return 2
+    if args.command == "read" and not (
+        args.max_chars is None or 100 <= args.max_chars <= MAX_READ_CHARS
+    ):
+        print(
+            f"error: --max-chars must be between 100 and {MAX_READ_CHARS:,}, got {args.max_chars}.",
+            file=sys.stderr,
+        )
+        return 2
     import asyncio
 
     from rag_app.config import SettingsError

@@ -976,8 +976,8 @@ class KnowledgeBase:
                 else ""
             )
             raise RAGError(
-                f"{path} is not a directory; give a folder of .md/.html/.txt/.pdf/.docx "
-                f"files.{gone}"
+                f"{path} is not a directory; give a folder of "
+                f".md/.markdown/.html/.htm/.txt/.pdf/.docx files.{gone}"
             )
         await self.open()
         root = root.resolve()

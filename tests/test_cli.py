@@ -55,6 +55,16 @@ def test_bad_input_is_one_line_and_nonzero(env: Path, capsys: pytest.CaptureFixt
     assert err.startswith("エラー: 削除に失敗しました。 原因: Nothing is stored"), err
     assert main(["crawl", "https://nowhere.example/", "--max-depth", "0"]) == 2
     assert capsys.readouterr().err.startswith("エラー: クロールに失敗しました。 原因: max_depth")
+    # usage errors the command line itself shows are 2, before any store is opened
+    for argv, said in [
+        (["crawl", "https://nowhere.example/", "("], "not a valid regular expression"),
+        (["crawl", "https://nowhere.example/", "-x", "(?=a)"], "RE2 engine"),
+        (["read", "https://nowhere.example/x", "--offset", "-5"], "--offset must be 0"),
+        (["read", "https://nowhere.example/x", "--max-chars", "50"], "--max-chars must be"),
+    ]:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
 
 
 def test_invalid_setting_fails_with_one_line(

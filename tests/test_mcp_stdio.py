@@ -253,6 +253,16 @@ def test_invalid_setting_stops_start_up_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "RAG_CHUNK_OVERLAP" in lines[0], done.stderr
 
 
+@pytest.mark.parametrize("port", ["99999", "0", "http"])
+def test_a_port_that_is_not_one_is_a_usage_error(port: str) -> None:
+    from mcp_server.__main__ import parse_args
+
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--transport", "streamable-http", "--port", port])
+    assert stop.value.code == 2
+    assert parse_args(["--port", "65535"]).port == 65535
+
+
 class RawStdio:
     """A real `rag-mcp` spoken to line by line, so that a test can send JSON the `mcp`
     client would not: initialised on entry."""

@@ -494,6 +494,24 @@ def test_a_process_on_a_dead_owners_port_is_not_trusted(tmp_path: Path) -> None:
         server.shutdown()
 
 
+def test_a_hung_owner_is_reported_as_such_by_service_status_and_stop(tmp_path: Path) -> None:
+    env = store_env(tmp_path)
+    assert rag(env, "stats").returncode == 0
+    pid = owner_pid(env)
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # holds the store, answers nothing
+    try:
+        for action in ("status", "stop"):
+            done = rag(env, "service", action)
+            said = (done.stdout + done.stderr).strip()
+            assert done.returncode == 1, (action, said)
+            assert len(said.splitlines()) == 1 and f"Process {pid} holds the store" in said, said
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    done = rag(env, "service", "status")
+    assert done.returncode == 0 and f"pid {pid}" in done.stdout, done.stdout
+
+
 def test_read_and_scoped_search_through_the_service_from_another_directory(
     tmp_path: Path,
 ) -> None:

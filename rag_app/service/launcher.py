@@ -237,23 +237,53 @@ async def connect(settings: RAGSettings) -> Any:
 
 
 async def service_status(settings: RAGSettings) -> dict[str, Any] | None:
-    """The running owner's details and health, or None when none runs."""
+    """The running owner's details and health; None when none runs; `state` "not
+    answering" when the process its owner file names holds the store and does not
+    answer (stopped, hung). A new owner between taking the store and writing that file
+    (the file still names a gone one) is given a moment."""
     dirs = state_dirs(settings)
-    info = read_info(dirs[0])
-    health = await _health(info) if info else None
-    if health is None:
-        return None
-    public = {k: v for k, v in info.items() if k != "token"}
-    return {**public, **health, "folder": str(dirs[0])}
+    for _attempt in range(3):
+        info = read_info(dirs[0])
+        health = await _health(info) if info else None
+        if health is not None:
+            public = {k: v for k, v in info.items() if k != "token"}
+            return {**public, **health, "folder": str(dirs[0])}
+        if await asyncio.to_thread(_owner_lock_free, dirs):
+            return None
+        pid = info.get("pid") if info else None
+        if isinstance(pid, int) and pid > 0 and alive(pid):
+            break
+        await asyncio.sleep(0.5)
+    return _not_answering(info, dirs[0])
+
+
+def _not_answering(info: dict[str, Any] | None, primary: Path) -> dict[str, Any]:
+    return {
+        "state": "not answering",
+        "pid": (info or {}).get("pid"),
+        "folder": str(primary),
+        "log": str(primary / LOG_NAME),
+    }
+
+
+def not_answering_text(status: dict[str, Any]) -> str:
+    who = f"Process {status['pid']}" if status.get("pid") else "A process"
+    return (
+        f"{who} holds the store in {status['folder']} but its store service does not "
+        f"answer (stopped or hung?); see {status['log']}."
+    )
 
 
 async def stop_service(settings: RAGSettings, timeout: float = 30.0) -> bool:
     """Ask the running owner to stop and wait until it has; False when none was running."""
-    dirs = state_dirs(settings)
-    info = read_info(dirs[0])
-    if not info or await _health(info) is None:
+    status = await service_status(settings)
+    if status is None:
         return False
+    if status["state"] == "not answering":
+        raise ServiceError(not_answering_text(status))
+    info = read_info(state_dirs(settings)[0]) or {}
     await _post_shutdown(info)
+    dirs = state_dirs(settings)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if await asyncio.to_thread(_owner_lock_free, dirs):
