@@ -4,7 +4,8 @@ or a folder names.
 `rag_search` / `rag search` take one string; it matches a stored source when it is
 - a URL prefix of it at a path boundary (`https://docs.example.com/guide` holds
   `…/guide/intro.html`, not `…/guide-old/`),
-- its site (`docs.example.com`, any scheme and path), or
+- its site (`docs.example.com`, or with its port `127.0.0.1:8765`; any scheme and
+  path), or
 - a folder or file that holds it (`./notes`, `/home/me/notes/a.md`, `file:///…`).
 The scope is resolved against the in-memory list of sources, so both search sides are
 filtered by exact source names (Chroma `$in`, BM25 per-source postings) instead of a
@@ -13,6 +14,7 @@ pattern that every chunk would have to be tested against.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -85,10 +87,23 @@ def matches(scope: str, source: str) -> bool:
         )
     if source.startswith(scope):
         return True
-    if "/" not in scope and "://" not in scope:  # a bare host name
-        host = urlsplit(source).hostname or ""
-        return host == scope.lower() or host.endswith("." + scope.lower())
+    if "/" not in scope and "://" not in scope:  # a bare host name, or host:port
+        want = scope.lower()
+        parts = urlsplit(source)
+        host = parts.hostname or ""
+        netloc = parts.netloc.rpartition("@")[2].lower()  # as written, port included
+        name = netloc if ":" in want else host
+        # subdomains belong to a site; an address has none (`0.0.1` is not `127.0.0.1`'s)
+        return name == want or (not _is_address(host) and name.endswith("." + want))
     return False
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def resolve(scope: str, sources: Iterable[str]) -> list[str]:

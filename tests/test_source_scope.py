@@ -29,6 +29,20 @@ def test_site_prefix_and_folder(tmp_path: Path) -> None:
     assert not matches("docs.example.com", "https://docs.example.com.evil.test/x")
 
 
+def test_a_site_with_its_port() -> None:
+    stored = [
+        "http://127.0.0.1:8765/a.html",
+        "http://127.0.0.1:9000/b.html",
+        "http://user@docs.example.com:8080/c.html",
+        "http://docs.example.com/d.html",
+    ]
+    assert resolve("127.0.0.1:8765", stored) == [stored[0]]
+    assert resolve("127.0.0.1", stored) == stored[:2]
+    assert resolve("example.com:8080", stored) == [stored[2]]  # a subdomain, the same port
+    for wrong in ("127.0.0.1:87", "0.0.1:8765", "0.0.1", "127.0.0.1:876"):
+        assert not matches(wrong, stored[0]), wrong
+
+
 def test_one_sentence_errors() -> None:
     with pytest.raises(RAGError, match=r"No stored source matches 'nothing\.test'"):
         resolve("nothing.test", ["https://a.test/"])
