@@ -244,6 +244,58 @@ async def test_idle_connections_are_closed_and_a_long_request_is_not(
         await runner.cleanup()
 
 
+async def test_a_flood_of_connections_closes_idle_ones_never_one_being_answered(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the cap, the connection idle the longest is closed to make room: a local
+    process opening connections without a request can neither use up the service's file
+    descriptors nor lock clients out, and a request being answered keeps its connection."""
+    from rag_app.service.connection_cap import ConnectionCap
+    from tests.hnsw_files import hold_the_first_restored_write
+
+    await kb.ingest_text("https://example.com/gone", "# 消す\n\n消えるページ。" * 5)
+    svc = StoreService(kb.settings)
+    svc.connections = ConnectionCap(limit=8)
+    svc.kb = kb
+    svc.ready.set()
+    runner = svc._runner()
+    await runner.setup()
+    svc.connections.install(runner.server)
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    client = StoreClient(kb.settings, {"port": port, "token": svc.token})
+    held, release = hold_the_first_restored_write(monkeypatch)
+    reindex = asyncio.create_task(kb.reindex())
+    flood = []
+    try:
+        assert await asyncio.to_thread(held.wait, 60)
+        deleting = asyncio.create_task(client.delete_source("https://example.com/gone"))
+        await asyncio.sleep(0.5)  # its request is being answered (waiting for the reindex)
+        for _ in range(30):
+            flood.append(await asyncio.open_connection("127.0.0.1", port))
+        flood[-1][1].write(b"POST /v1/stats HTTP/1.1\r\nHost: x\r\n")  # half a request
+        await asyncio.sleep(0.2)
+        assert len(svc.connections.open) <= 8
+        for reader, _writer in flood[:20]:  # the oldest idle ones were closed
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+        other = StoreClient(kb.settings, {"port": port, "token": svc.token})
+        try:
+            assert (await other.stats()).total_chunks >= 1  # a new client gets in
+        finally:
+            await other.aclose()
+        assert not deleting.done()
+        release.set()
+        await reindex
+        assert await deleting >= 1  # the connection being answered was never closed
+        assert svc.connections.closed >= 20
+    finally:
+        release.set()
+        for _reader, writer in flood:
+            writer.close()
+        await client.aclose()
+        await runner.cleanup()
+
+
 async def test_stats_travel_one_page_at_a_time(service: tuple[StoreService, int]) -> None:
     """`rag_stats` asks the service for its page only (the whole list of sources went to
     every caller, and broke past aiohttp's 2 MiB line with ~6,000 long URLs)."""

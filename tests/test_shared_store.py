@@ -18,6 +18,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from rag_app.service.connection_cap import MAX_CONNECTIONS
 from tests.processes import (
     free_port,
     local_provider_env,
@@ -709,7 +710,20 @@ def test_hostile_raw_requests_to_a_real_service_leave_it_answering_and_the_store
         assert field in answer["error"]["message"], (name, answer)
     (page,) = _post(info, "stats", {"offset": 1, "limit": 1})
     assert page["result"]["source_count"] == 3 and len(page["result"]["sources"]) == 1
+    # a flood of connections that send nothing: the oldest idle ones make way, so the
+    # service's file descriptors stay bounded and a new client is answered
+    flood = [
+        socket.create_connection(("127.0.0.1", info["port"]), timeout=10)
+        for _ in range(MAX_CONNECTIONS + 100)
+    ]
+    try:
+        assert rag_json(env, "stats")["source_count"] == 3
+        assert len(os.listdir(f"/proc/{info['pid']}/fd")) < MAX_CONNECTIONS + 100
+    finally:
+        for sock in flood:
+            sock.close()
     assert owner_pid(env) == info["pid"]
     assert rag_json(env, "stats")["source_count"] == 3  # nothing was deleted
     log = (tmp_path / "chroma_db" / ".rag-service.log").read_text(errors="replace")
     assert "Traceback" not in log, log[-2000:]
+    assert "closed the one idle the longest" in log

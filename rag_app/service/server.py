@@ -31,6 +31,7 @@ from rag_app.config import RAGSettings, SettingsError, load_settings
 from rag_app.errors import RAGError, StoreBusyError
 from rag_app.owner_lock import StoreOwnerLock, read_info
 from rag_app.service import fields, protocol
+from rag_app.service.connection_cap import ConnectionCap
 from rag_app.startup_gc import started, starting
 from rag_app.write_wait import NOTICE, Notice, WriteWait
 
@@ -67,6 +68,7 @@ class StoreService:
     def __init__(self, settings: RAGSettings) -> None:
         self.settings = settings
         self.token = secrets.token_urlsafe(32)
+        self.connections = ConnectionCap()
         self.kb: Any = None
         self.ready = asyncio.Event()
         self.stop = asyncio.Event()
@@ -86,6 +88,8 @@ class StoreService:
         self.heal_marker = self._heal_marker(lock)
         runner = self._runner()
         await runner.setup()
+        assert runner.server is not None
+        self.connections.install(runner.server)
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         port = runner.addresses[0][1]
@@ -262,7 +266,9 @@ class StoreService:
         )
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[self._auth], client_max_size=1024 * 1024)
+        app = web.Application(
+            middlewares=[self.connections.middleware, self._auth], client_max_size=1024 * 1024
+        )
         app.router.add_get(f"{protocol.API}/health", self._health)
         routes: dict[str, Work] = {
             "search": self._search,
