@@ -22,6 +22,7 @@ from urllib.parse import quote, urlsplit
 from rag_app.errors import RAGError
 from rag_app.limits import shorten
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
 URL_BOUNDARIES = "/?#"
 """What may follow a URL scope in a source it holds."""
 MAX_SCOPE_CHARS = 2000
@@ -91,8 +92,15 @@ def matches(scope: str, source: str) -> bool:
         want = scope.lower()
         parts = urlsplit(source)
         host = parts.hostname or ""
-        netloc = parts.netloc.rpartition("@")[2].lower()  # as written, port included
-        name = netloc if ":" in want else host
+        if _is_address(want.strip("[]")):  # an address names itself on any port
+            return host == want.strip("[]")
+        name = host
+        if ":" in want:  # host:port, a URL's default port included
+            try:
+                port = parts.port or DEFAULT_PORTS.get(parts.scheme)
+            except ValueError:
+                return False
+            name = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         # subdomains belong to a site; an address has none (`0.0.1` is not `127.0.0.1`'s)
         return name == want or (not _is_address(host) and name.endswith("." + want))
     return False

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -293,6 +294,99 @@ async def test_a_flood_of_connections_closes_idle_ones_never_one_being_answered(
         for _reader, writer in flood:
             writer.close()
         await client.aclose()
+        await runner.cleanup()
+
+
+async def test_a_flood_closes_connections_that_never_showed_the_token_first(
+    kb: KnowledgeBase,
+) -> None:
+    """A client's pooled keep-alive connection (it showed the token) is closed only when
+    clients alone hold more than the cap: closing it while its client sends the next
+    request failed that request (a write is not sent twice)."""
+    from rag_app.service.connection_cap import ConnectionCap
+
+    svc = StoreService(kb.settings)
+    svc.connections = ConnectionCap(limit=8)
+    svc.kb = kb
+    svc.ready.set()
+    runner = svc._runner()
+    await runner.setup()
+    svc.connections.install(runner.server)
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    client = StoreClient(kb.settings, {"port": port, "token": svc.token})
+    flood = []
+    try:
+        for round_ in range(3):
+            await kb.ingest_text(f"https://example.com/{round_}", "# 頁\n\n本文です。" * 5)
+            assert (await client.stats()).total_chunks >= 1  # its connection is pooled
+            pooled = set(svc.connections.trusted)
+            assert pooled
+            for _ in range(20):  # newer than the pooled one, and never show the token
+                flood.append(await asyncio.open_connection("127.0.0.1", port))
+            health = flood[-1][1]
+            health.write(f"GET {protocol.API}/health HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            await asyncio.sleep(0.2)
+            assert pooled <= set(svc.connections.open.values())
+            assert await client.delete_source(f"https://example.com/{round_}") >= 1
+        assert svc.connections.closed >= 3 * 20 - 8
+    finally:
+        for _reader, writer in flood:
+            writer.close()
+        await client.aclose()
+        await runner.cleanup()
+
+
+def _pipeline_without_reading(port: int, connections: int, deadline: float) -> list[Any]:
+    """Connections that each send ~2 MB of pipelined health requests and never read the
+    answers (a small receive window): the service's answers pile up unsent."""
+    import socket
+
+    request = f"GET {protocol.API}/health?nonce={'x' * 128} HTTP/1.1\r\nHost: x\r\n\r\n"
+    data = request.encode() * 12_000
+    socks = []
+    for _ in range(connections):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+        sock.connect(("127.0.0.1", port))
+        sock.settimeout(0.2)
+        sent, until = 0, min(deadline, time.monotonic() + 1.0)
+        while sent < len(data) and time.monotonic() < until:
+            try:
+                sent += sock.send(data[sent:])
+            except TimeoutError:
+                continue
+            except OSError:
+                break  # closed by the service
+        socks.append(sock)
+    return socks
+
+
+async def test_a_connection_closed_to_make_room_goes_even_with_answers_unsent(
+    kb: KnowledgeBase,
+) -> None:
+    """Closing a connection whose answers its peer never reads waits for them to be sent:
+    it stayed open, no longer counted, and the cap could be passed without the token."""
+    from rag_app.service.connection_cap import ConnectionCap
+
+    svc = StoreService(kb.settings)
+    svc.connections = ConnectionCap(limit=4)
+    runner = svc._runner()
+    await runner.setup()
+    svc.connections.install(runner.server)
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    socks: list[Any] = []
+    try:
+        deadline = time.monotonic() + 8
+        socks = await asyncio.to_thread(_pipeline_without_reading, port, 10, deadline)
+        await asyncio.sleep(0.5)
+        assert svc.connections.closed >= 6
+        assert len(runner.server.connections) <= 4  # what aiohttp still holds open
+    finally:
+        for sock in socks:
+            sock.close()
         await runner.cleanup()
 
 

@@ -513,6 +513,36 @@ def test_a_hung_owner_is_reported_as_such_by_service_status_and_stop(tmp_path: P
     assert done.returncode == 0 and f"pid {pid}" in done.stdout, done.stdout
 
 
+def test_service_status_of_a_store_held_without_a_service_answering(tmp_path: Path) -> None:
+    """A store held by a script in-process (no owner file, or one naming no live
+    process) is "not running" as a service; a held store whose owner file names a live
+    process that does not answer is that process, not answering."""
+    from rag_app.config import load_settings
+    from rag_app.owner_lock import StoreOwnerLock
+
+    env = store_env(tmp_path)
+    lock = StoreOwnerLock.for_settings(
+        load_settings(
+            chromadb_persist_dir=env["CHROMADB_PERSIST_DIR"],
+            bm25_persist_dir=env["BM25_PERSIST_DIR"],
+        )
+    )
+    lock.acquire()
+    try:
+        for info in (None, {"pid": 99999999999999999999, "port": 1}, {"pid": True, "port": 1}):
+            if info is not None:
+                lock.write_info(info)
+            done = rag(env, "service", "status")
+            assert done.returncode == 0 and done.stdout.strip() == "not running", (info, done)
+            assert "Traceback" not in done.stderr
+        lock.write_info({"pid": os.getpid(), "port": 1})  # alive, holds it, answers nothing
+        done = rag(env, "service", "status")
+        assert done.returncode == 1 and f"Process {os.getpid()} holds" in done.stdout, done
+    finally:
+        lock.clear_info()  # it names this process, which the clean-up would stop
+        lock.release()
+
+
 def test_read_and_scoped_search_through_the_service_from_another_directory(
     tmp_path: Path,
 ) -> None:
@@ -726,4 +756,4 @@ def test_hostile_raw_requests_to_a_real_service_leave_it_answering_and_the_store
     assert rag_json(env, "stats")["source_count"] == 3  # nothing was deleted
     log = (tmp_path / "chroma_db" / ".rag-service.log").read_text(errors="replace")
     assert "Traceback" not in log, log[-2000:]
-    assert "closed the one idle the longest" in log
+    assert "connections are open; closed" in log

@@ -41,6 +41,12 @@ def test_a_site_with_its_port() -> None:
     assert resolve("example.com:8080", stored) == [stored[2]]  # a subdomain, the same port
     for wrong in ("127.0.0.1:87", "0.0.1:8765", "0.0.1", "127.0.0.1:876"):
         assert not matches(wrong, stored[0]), wrong
+    assert matches("docs.example.com:80", stored[3])  # the scheme's default port
+    assert matches("example.com:443", "https://Docs.Example.com/x")
+    for scope in ("::1", "[::1]"):  # an IPv6 address names itself on any port
+        assert matches(scope, "http://[::1]:8080/a") and matches(scope, "http://[::1]/a")
+    assert matches("[::1]:8080", "http://[::1]:8080/a")
+    assert not matches("[::1]:8080", "http://[::1]/a")
 
 
 def test_one_sentence_errors() -> None:

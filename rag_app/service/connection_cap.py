@@ -3,11 +3,14 @@
 The service listens on loopback, and any local process may connect before it shows the
 token. Without a cap, a process holding thousands of idle or half-sent connections uses
 up the service's file descriptors, which its store needs too (SQLite, Chroma's index
-files): writes would fail. At the cap, the connection idle the longest (no request being
-answered: idle keep-alive, or a request whose headers never finish) is closed to make
-room, so a flood neither exhausts descriptors nor locks clients out; a connection whose
-request is being answered (a search, a crawl being followed) is never closed. When every
-connection is answering a request, the new one is closed instead.
+files): writes would fail. At the cap, a connection is closed to make room, so a flood
+neither exhausts descriptors nor locks clients out: first the oldest that never showed
+the token (a flood's; idle, half-sent, or only asking for health), then the oldest idle
+one of a client (a pooled keep-alive connection, which its client may be about to reuse:
+only when clients alone hold more than the cap). A connection whose request is being
+answered (a search, a crawl being followed) is never closed; when every connection is,
+the new one is closed instead. Closed means aborted: a connection with answers its peer
+never reads would otherwise stay open, uncounted, until they are sent.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class ConnectionCap:
         self.limit = limit
         self.open: dict[Any, asyncio.BaseTransport] = {}  # handler -> transport, oldest first
         self.answering: dict[Any, int] = {}  # transport -> requests being answered
+        self.trusted: set[Any] = set()  # transports that showed the token
         self.closed = 0  # connections closed to make room
 
     def install(self, server: web.Server) -> None:
@@ -49,27 +53,36 @@ class ConnectionCap:
             transport = self.open.pop(handler, None)
             if transport is not None:
                 self.answering.pop(transport, None)
+                self.trusted.discard(transport)
             lost(handler, exc)
 
         server.connection_made = connection_made  # type: ignore[method-assign]
         server.connection_lost = connection_lost  # type: ignore[method-assign]
 
+    def trust(self, transport: asyncio.BaseTransport | None) -> None:
+        """The connection's request showed the token: a client's, closed last."""
+        if transport is not None:
+            self.trusted.add(transport)
+
     def _make_room(self, newest: Any) -> None:
-        victim = next(
-            (h for h, t in self.open.items() if h is not newest and not self._busy(t)), newest
-        )
+        idle = [h for h, t in self.open.items() if h is not newest and not self._busy(t)]
+        victim = next((h for h in idle if self.open[h] not in self.trusted), None)
+        if victim is None:
+            victim = idle[0] if idle else newest
         transport = self.open.pop(victim)
+        self.answering.pop(transport, None)
+        self.trusted.discard(transport)
         self.closed += 1
         if self.closed == 1 or self.closed % 1000 == 0:
             logger.warning(
-                "More than %d connections are open; closed the one idle the longest "
+                "More than %d connections are open; closed an idle one to make room "
                 "(%d so far): a local process may be opening connections without a request.",
                 self.limit,
                 self.closed,
             )
         # after the connection's handler has started: closed inside `connection_made`,
         # its start would find the connection already torn down
-        asyncio.get_running_loop().call_soon(transport.close)
+        asyncio.get_running_loop().call_soon(transport.abort)  # type: ignore[attr-defined]
 
     def _busy(self, transport: asyncio.BaseTransport) -> bool:
         return self.answering.get(transport, 0) > 0

@@ -38,6 +38,7 @@ from rag_app.service import protocol
 SPAWN_LOCK = ".rag-spawn.lock"
 SPAWN_NOTE = ".rag-spawn.json"
 LOG_NAME = ".rag-service.log"
+PID_MAX = 4_194_304  # Linux's highest pid_max: a larger number in an owner file is not one
 LOG_MAX_BYTES = 5 * 1024 * 1024
 POLL_SEC = 0.1
 STARTING_POLL_SEC = 0.01
@@ -237,12 +238,13 @@ async def connect(settings: RAGSettings) -> Any:
 
 
 async def service_status(settings: RAGSettings) -> dict[str, Any] | None:
-    """The running owner's details and health; None when none runs; `state` "not
-    answering" when the process its owner file names holds the store and does not
-    answer (stopped, hung). A new owner between taking the store and writing that file
-    (the file still names a gone one) is given a moment."""
+    """The running owner's details and health; None when no service runs; `state` "not
+    answering" when the live process its owner file names holds the store and does not
+    answer (stopped, hung). The store held with no such file is not a service answering
+    or failing to: one stopping (its file goes first), a script holding the store
+    in-process, or a new owner about to write its file (given a moment) — None."""
     dirs = state_dirs(settings)
-    for _attempt in range(3):
+    for attempt in range(3):
         info = read_info(dirs[0])
         health = await _health(info) if info else None
         if health is not None:
@@ -250,11 +252,19 @@ async def service_status(settings: RAGSettings) -> dict[str, Any] | None:
             return {**public, **health, "folder": str(dirs[0])}
         if await asyncio.to_thread(_owner_lock_free, dirs):
             return None
-        pid = info.get("pid") if info else None
-        if isinstance(pid, int) and pid > 0 and alive(pid):
-            break
-        await asyncio.sleep(0.5)
-    return _not_answering(info, dirs[0])
+        if _live_pid(info) is not None:
+            return _not_answering(info, dirs[0])
+        if attempt < 2:
+            await asyncio.sleep(0.3)
+    return None
+
+
+def _live_pid(info: dict[str, Any] | None) -> int | None:
+    """The pid an owner file names, when it is a running process."""
+    pid = info.get("pid") if info else None
+    if type(pid) is not int or not 0 < pid <= PID_MAX:
+        return None
+    return pid if alive(pid) else None
 
 
 def _not_answering(info: dict[str, Any] | None, primary: Path) -> dict[str, Any]:

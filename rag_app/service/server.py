@@ -298,6 +298,7 @@ class StoreService:
         given = request.headers.get(protocol.TOKEN_HEADER, "").encode("utf-8", "surrogateescape")
         if not hmac.compare_digest(given, f"Bearer {self.token}".encode()):
             return web.json_response({"error": "unauthorised"}, status=401)
+        self.connections.trust(request.transport)
         return await handler(request)
 
     async def _health(self, request: web.Request) -> web.Response:
