@@ -33,7 +33,7 @@ class SlackSettings(BaseSettings):
     mcp_start_timeout_sec: float = Field(30.0, gt=0)
     mcp_tool_timeout_sec: float = Field(1800.0, gt=0)
     mcp_search_timeout_sec: float = Field(60.0, gt=0)
-    """A question's rag_search calls: each at most this long (crawls may take the above)."""
+    """All of one question's rag_search calls together (crawls may take the above)."""
 
     # Slack (Socket Mode)
     slack_bot_token: SecretStr = SecretStr("")
