@@ -700,6 +700,34 @@ def test_an_idle_owner_with_other_settings_makes_way(tmp_path: Path) -> None:
     assert json.loads(info["fingerprint"]["rag_max_chunks_per_source"]) == 4321
 
 
+def test_an_owner_running_a_job_does_not_make_way_for_other_settings(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    """A running crawl keeps its owner: a command with other settings is told the owner
+    is busy instead of stopping it (the job was cut off and resumed under the other
+    settings, which could refuse it and drop it)."""
+    env = store_env(tmp_path, RAG_CRAWL_DELAY_SEC="2")  # the job stays running a while
+    httpserver.expect_request("/robots.txt").respond_with_data("", status=404)
+    for i in range(4):
+        httpserver.expect_request(f"/p{i}.html").respond_with_data(
+            page(f"じょぶ{i}"), content_type="text/html; charset=utf-8"
+        )
+    httpserver.expect_request("/links.html").respond_with_data(
+        "<html><body>" + "".join(f'<a href="/p{i}.html">{i}</a>' for i in range(4)) + "</body>",
+        content_type="text/html",
+    )
+    started = rag(env, "crawl", httpserver.url_for("/links.html"), "--background")
+    assert started.returncode == 0, started.stderr
+    owner = owner_pid(env)
+    other = {**env, "RAG_MAX_CHUNKS_PER_SOURCE": "4321"}
+    done = rag(other, "stats")
+    assert done.returncode == 1 and "running 1 job(s)" in done.stderr, done.stderr
+    assert owner_pid(env) == owner
+    jobs = rag_json(env, "jobs")
+    assert [j["state"] for j in jobs] == ["running"], jobs
+    assert rag(env, "jobs", "--cancel", jobs[0]["id"]).returncode == 0
+
+
 def test_hostile_raw_requests_to_a_real_service_leave_it_answering_and_the_store_whole(
     tmp_path: Path,
 ) -> None:

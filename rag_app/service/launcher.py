@@ -202,11 +202,13 @@ async def find_owner(settings: RAGSettings) -> dict[str, Any]:
                 if not diff:
                     return info
                 if not asked_to_stop:  # an idle owner with other settings makes way
-                    if health.get("inflight"):
+                    jobs = health.get("jobs")  # a crawl it runs would be cut off
+                    if health.get("inflight") or (isinstance(jobs, int) and jobs > 0):
+                        doing = f"running {jobs} job(s), see `rag jobs`" if jobs else "busy"
                         raise ServiceError(
                             f"The store service (pid {info.get('pid')}) for {primary} runs with "
-                            f"other settings ({', '.join(diff[:4])}) and is busy; wait for it "
-                            "to finish or stop it with `rag service stop`."
+                            f"other settings ({', '.join(diff[:4])}) and is {doing}; wait for "
+                            "it to finish or stop it with `rag service stop`."
                         )
                     await _post_shutdown(info)
                     asked_to_stop = True

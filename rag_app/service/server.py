@@ -310,6 +310,7 @@ class StoreService:
                 "state": state,
                 "pid": os.getpid(),
                 "inflight": self.inflight,
+                "jobs": self.kb.running_jobs if self.kb is not None else 0,
                 "restoring": list(self.kb.restoring) if self.kb and self.kb.restoring else None,
                 "writes_held": self._writes_held(),
                 "error": str(self.open_error) if self.open_error else None,
