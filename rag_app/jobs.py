@@ -290,6 +290,20 @@ class JobRegistry:
             if job.running:
                 await self.cancel(job.id, resume_later=True)
 
+    def record_failed(
+        self, job_id: str, kind: str, target: str, error: str, attempt: int = 1
+    ) -> Job:
+        """List a job that could not run again (a resume refused) as failed, with why:
+        its client was told of it and looks for it in `rag jobs`."""
+        now = time.time()
+        job = Job(
+            id=job_id, kind=kind, target=target, state="failed", error=error,
+            attempt=attempt, started_at=now, finished_at=now,
+        )  # fmt: skip
+        self._jobs[job_id] = job
+        self._forget_old()
+        return job
+
     def _forget_old(self) -> None:
         finished = [j for j in self._jobs.values() if not j.running]
         finished.sort(key=lambda j: j.finished_at or 0)

@@ -860,11 +860,18 @@ class KnowledgeBase:
                 crashes = int(spec.get("crashes", 0)) + (0 if spec.get("clean_stop") else 1)
             except (TypeError, ValueError):
                 attempt, crashes = 0, MAX_CRASHES  # a damaged record: not run blindly
+            target = str(spec.get("url", "")) if kind == "crawl" else "stored web pages"
             if crashes >= MAX_CRASHES:
                 logger.error(
                     "Job %s (%s) was running %d times when the store service ended "
                     "abnormally; it is not resumed (start it again by hand).",
                     job_id, kind, MAX_CRASHES,
+                )  # fmt: skip
+                self._jobs.record_failed(
+                    job_id, str(kind), target,
+                    f"Not resumed: it was running the {MAX_CRASHES} times the store service "
+                    "ended abnormally; start it again by hand.",
+                    attempt,
                 )  # fmt: skip
                 journal.remove(job_id)
                 continue
@@ -885,6 +892,9 @@ class KnowledgeBase:
                     raise RAGError(f"unknown job kind {kind!r}")
             except (RAGError, KeyError, TypeError, ValueError) as err:
                 logger.error("Job %s (%s) could not be resumed: %s", job_id, kind, err)
+                self._jobs.record_failed(
+                    job_id, str(kind), target, f"Could not be resumed: {err}", attempt
+                )
                 journal.remove(job_id)
                 continue
             logger.warning("Resumed job %s (%s), attempt %d.", job_id, kind, attempt)

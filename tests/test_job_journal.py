@@ -146,3 +146,31 @@ async def test_a_job_cancelled_before_it_first_ran_ends_cancelled(tmp_path: Path
     await registry.cancel(job.id)  # in the same turn of the loop: its task never ran
     assert job.state == "cancelled" and registry.running == 0
     assert registry.journal.pending() == {}
+
+
+async def test_a_job_that_cannot_run_again_is_listed_as_failed_with_why(kb: Any) -> None:
+    """A journaled job the next owner refuses (its URL is refused under this owner's
+    settings) or gives up on (it was running at too many crashes) is listed as failed
+    with the reason: it vanished, and its client had been told its id."""
+    from rag_app.jobs import MAX_CRASHES
+    from rag_app.owner_lock import state_dirs
+
+    journal = JobJournal(state_dirs(kb.settings)[0])
+    journal.record("dead0001", {"kind": "crawl", "url": "http://127.0.0.1:9/x", "attempt": 1})
+    journal.record(
+        "dead0002",
+        {"kind": "crawl", "url": "https://example.com/", "attempt": 3, "crashes": MAX_CRASHES},
+    )
+    assert journal.flush()
+    assert await kb.resume_jobs() == []
+    jobs = {j["id"]: j for j in await kb.jobs()}
+    assert jobs["dead0001"]["state"] == "failed", jobs
+    assert (
+        "Could not be resumed" in jobs["dead0001"]["error"]
+        and "127.0.0.1" in jobs["dead0001"]["error"]
+    )
+    assert jobs["dead0002"]["state"] == "failed"
+    assert "ended abnormally" in jobs["dead0002"]["error"], jobs["dead0002"]
+    assert jobs["dead0002"]["target"] == "https://example.com/"
+    kb.flush_journal()
+    assert JobJournal(state_dirs(kb.settings)[0]).pending() == {}  # not tried again
