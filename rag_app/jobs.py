@@ -232,6 +232,12 @@ class JobRegistry:
         if job.state == "cancelled":
             done = job.summary()
             stored = done.get("pages_crawled", done.get("updated", 0))
+            if job.resume_later:  # not a user's cancel: the next owner runs it on
+                raise RAGError(
+                    f"The {job.kind} job {job.id} was interrupted by the store service "
+                    f"stopping ({stored} pages kept); the next start of the service resumes "
+                    "it: follow it with `rag jobs` (rag_jobs) instead of starting it again."
+                )
             raise RAGError(
                 f"The {job.kind} job {job.id} was cancelled; what it committed is kept "
                 f"({stored} pages)."

@@ -174,3 +174,20 @@ async def test_a_job_that_cannot_run_again_is_listed_as_failed_with_why(kb: Any)
     assert jobs["dead0002"]["target"] == "https://example.com/"
     kb.flush_journal()
     assert JobJournal(state_dirs(kb.settings)[0]).pending() == {}  # not tried again
+
+
+async def test_a_waited_job_cut_off_by_the_owner_stopping_says_it_resumes() -> None:
+    """The client waiting for a job the stopping owner cuts off is told it resumes with
+    the next owner (it was told "cancelled", started it again, and ran it twice); a
+    user's cancel still says cancelled."""
+    registry = JobRegistry()
+    stopped = registry.start("crawl", "https://example.com/", _forever, spec={"url": "u"})
+    user = registry.start("crawl", "https://example.org/", _forever, spec={"url": "v"})
+    await asyncio.sleep(0)
+    await registry.cancel(user.id)
+    await registry.cancel_all()
+    with pytest.raises(RAGError, match="interrupted by the store service stopping") as cut:
+        registry.outcome(await registry.wait(stopped))
+    assert stopped.id in str(cut.value) and "rag jobs" in str(cut.value)
+    with pytest.raises(RAGError, match="was cancelled; what it committed is kept"):
+        registry.outcome(await registry.wait(user))
