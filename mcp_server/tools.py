@@ -43,6 +43,9 @@ from mcp_server.schemas import (
     StatsOutput,
 )
 from rag_app.crawl_options import MAX_DEPTH
+from rag_app.job_calls import start_job, wait_cancelling
+from rag_app.jobs import outcome_of
+from rag_app.results import CrawlSummary
 
 SEARCH_MODES = ("fused", "vector", "bm25", "separate")
 Ctx = Context[AppContext, Any]
@@ -290,9 +293,11 @@ async def rag_crawl(
         async with Heartbeat(
             ctx.report_progress, crawl_progress_message, interval=app.heartbeat_sec
         ) as beat:
-            summary = await kb.ingest_from_index(
-                target, pattern, progress=beat.update, options=options
-            )
+            # a job this call follows: cancelling the call (the client cancels it or goes
+            # away) cancels the crawl too, as Ctrl-C does on `rag crawl`
+            job = await start_job(kb, kb.start_crawl(target, pattern, options=options))
+            done = await wait_cancelling(kb, job, beat.update)
+        summary = CrawlSummary.from_dict(outcome_of(done))
     except Exception as exc:
         return error_result("rag_crawl", exc)
     return _ok(format_crawl(summary), CrawlOutput.of(target, pattern, summary))

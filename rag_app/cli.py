@@ -20,6 +20,7 @@ from rag_app.console import VersionAction, guarded, progress_reporter, wait_prin
 from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.failure_text import failure_line
+from rag_app.job_calls import STOP_WAIT_SEC, start_job
 from rag_app.limits import MAX_CRAWL_PAGES, MAX_READ_CHARS, MAX_REJOINS, without_surrogates
 from rag_app.results import SEARCH_MODES, CrawlSummary, RefreshSummary
 from rag_app.write_wait import NOTICE, WriteWait
@@ -122,11 +123,6 @@ def _crawl_options(args: argparse.Namespace) -> CrawlOptions:
     )
 
 
-STOP_WAIT_SEC = 30.0
-"""After Ctrl-C, how long `rag crawl`/`rag refresh` waits for its job to stop (a page
-being stored is finished first); a second Ctrl-C leaves at once."""
-
-
 async def _follow_job(
     kb: KnowledgeBase,
     job: dict[str, Any],
@@ -158,25 +154,8 @@ async def _follow_job(
         close()
 
 
-async def _start_job(kb: KnowledgeBase, start: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-    """Start a job. A Ctrl-C while the owner is starting it stops it too: the start is let
-    finish (its answer names the job), then the job is cancelled, unless it was another
-    client's job that this start joined."""
-    import asyncio
-
-    starting = asyncio.ensure_future(start)
-    try:
-        return await asyncio.shield(starting)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):  # the service went away: nothing to stop
-            job = await asyncio.wait_for(starting, STOP_WAIT_SEC)
-            if not job.get("joined"):
-                await asyncio.shield(kb.cancel_job(job["id"], interrupted=True))
-        raise
-
-
 async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    job = await _start_job(kb, kb.start_crawl(args.url, args.pattern, options=_crawl_options(args)))
+    job = await start_job(kb, kb.start_crawl(args.url, args.pattern, options=_crawl_options(args)))
     if args.background:
         print(f"クロールをバックグラウンドで開始しました: ジョブ {job['id']} ({job['target']})")
         print(f"  進み具合: rag jobs / 中止: rag jobs --cancel {job['id']}")
@@ -201,7 +180,7 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 
 async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    job = await _start_job(kb, kb.start_refresh())
+    job = await start_job(kb, kb.start_refresh())
     joined = f"A refresh is already running: job {job['id']}"
     if args.background:
         started = f"Refresh started in the background: job {job['id']}"
@@ -222,7 +201,7 @@ async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
             break  # done, failed, cancelled by a user (or by its starter too often)
         print("The refresh it followed was interrupted by the client that started it; "
               "starting one.", file=sys.stderr)  # fmt: skip
-        job = await _start_job(kb, kb.start_refresh())
+        job = await start_job(kb, kb.start_refresh())
         joined = f"A refresh is already running: job {job['id']}"
     job = followed
     if job["state"] != "done":

@@ -87,6 +87,7 @@ class Job:
             "error": self.error,
             "attempt": self.attempt,
             "interrupted": self.interrupted,
+            "resumes": self.resume_later and self.state == "cancelled",
             "waiting": self.waiting.to_dict() if self.waiting else None,
         }
 
@@ -103,6 +104,27 @@ class Job:
     def _touch(self) -> None:
         self.changed.set()
         self.changed = asyncio.Event()
+
+
+def outcome_of(job: dict[str, Any]) -> dict[str, Any]:
+    """A finished job's result (from its `to_dict()`, as clients get it), or its failure or
+    cancellation as the one-line `RAGError` it was."""
+    kind, job_id = job.get("kind", "job"), job.get("id", "")
+    if job.get("state") == "done":
+        return dict(job.get("result") or {})
+    if job.get("state") == "cancelled":
+        done = job.get("result") or {}
+        stored = done.get("pages_crawled", done.get("updated", 0))
+        if job.get("resumes"):  # not a user's cancel: the next owner runs it on
+            raise RAGError(
+                f"The {kind} job {job_id} was interrupted by the store service stopping "
+                f"({stored} pages kept); the next start of the service resumes it: follow "
+                "it with `rag jobs` (rag_jobs) instead of starting it again."
+            )
+        raise RAGError(
+            f"The {kind} job {job_id} was cancelled; what it committed is kept ({stored} pages)."
+        )
+    raise RAGError(job.get("error") or f"The {kind} job {job_id} failed.")
 
 
 class JobRegistry:
@@ -227,22 +249,7 @@ class JobRegistry:
 
     def outcome(self, job: Job) -> dict[str, Any]:
         """A finished job's result, or its failure as the one-line error it was."""
-        if job.state == "done":
-            return job.result
-        if job.state == "cancelled":
-            done = job.summary()
-            stored = done.get("pages_crawled", done.get("updated", 0))
-            if job.resume_later:  # not a user's cancel: the next owner runs it on
-                raise RAGError(
-                    f"The {job.kind} job {job.id} was interrupted by the store service "
-                    f"stopping ({stored} pages kept); the next start of the service resumes "
-                    "it: follow it with `rag jobs` (rag_jobs) instead of starting it again."
-                )
-            raise RAGError(
-                f"The {job.kind} job {job.id} was cancelled; what it committed is kept "
-                f"({stored} pages)."
-            )
-        raise RAGError(job.error or f"The {job.kind} job {job.id} failed.")
+        return outcome_of(job.to_dict())
 
     def list(self) -> list[Job]:
         """Running jobs first, then the most recent."""
@@ -255,14 +262,27 @@ class JobRegistry:
         if notice is not None and job.waiting is not None:  # joined while it waits
             told = job.waiting
             notice(told)
+        shown: tuple[int, int] | None = None
         while job.running:
             changed = job.changed
             await changed.wait()
             if progress is not None and job.running:
-                progress(job.done, job.total)
+                shown = (job.done, job.total)
+                progress(*shown)
             if notice is not None and job.waiting != told:
                 told = job.waiting
                 notice(told)
+        if (
+            progress is not None
+            and job.state == "done"
+            and job.total
+            and shown
+            != (
+                job.done,
+                job.total,
+            )
+        ):  # the last count, which came with the end
+            progress(job.done, job.total)
         return job
 
     async def cancel(
@@ -317,4 +337,4 @@ class JobRegistry:
             del self._jobs[job.id]
 
 
-__all__ = ["CANCEL_WAIT_SEC", "MAX_CRASHES", "Job", "JobRegistry", "UnknownJobError"]
+__all__ = ["CANCEL_WAIT_SEC", "MAX_CRASHES", "Job", "JobRegistry", "UnknownJobError", "outcome_of"]

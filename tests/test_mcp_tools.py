@@ -86,7 +86,8 @@ def stand_in_fetching(
         if gate is not None:
             await gate.wait()
         links = [u for u in PAGES if pattern in u] + ["https://ex.test/missing"]
-        summary = CrawlSummary()
+        summary = _options.get("summary") or CrawlSummary()  # a job's, filled as it goes
+        assert isinstance(summary, CrawlSummary)
         for done, link in enumerate(links, start=1):
             if link == slow_page:
                 await asyncio.sleep(delay)
@@ -476,3 +477,30 @@ def test_read_output_lists_at_most_200_heading_paths_and_counts_them_all() -> No
     out = ReadOutput.of(page)
     assert out.sections == paths[:MAX_OUTPUT_SECTIONS]
     assert out.sections_total == len(paths)
+
+
+async def test_a_cancelled_waited_crawl_call_cancels_its_job(
+    kb: KnowledgeBase, settings: RAGSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelling `rag_crawl` with wait=true (the client's stop button, or the client going
+    away) stops the crawl as Ctrl-C on `rag crawl` does; it ran on to the end, up to
+    10,000 pages, with nobody told."""
+    gate = asyncio.Event()  # the crawl holds here until released: still running
+    stand_in_fetching(kb, monkeypatch, gate=gate)
+    async with connect(kb, settings) as client:
+        call = asyncio.create_task(
+            client.call_tool("rag_crawl", {"url": "https://ex.test/", "wait": True})
+        )
+        for _ in range(200):
+            if [j for j in await kb.jobs() if j["state"] == "running"]:
+                break
+            await asyncio.sleep(0.05)
+        (job,) = await kb.jobs()
+        assert job["state"] == "running", job
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        ended = await asyncio.wait_for(kb.wait_job(job["id"]), 10)
+        assert ended["state"] == "cancelled", ended
+        stats = await client.call_tool("rag_stats", {})  # the server goes on
+        assert not stats.is_error, text_of(stats)
