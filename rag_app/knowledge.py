@@ -991,7 +991,7 @@ class KnowledgeBase:
             )
         await self.open()
         root = root.resolve()
-        files = await asyncio.to_thread(scan_dir, root)
+        scan = await asyncio.to_thread(scan_dir, root)
         prefix = root.as_uri().rstrip("/") + "/"
         known = {
             r.source: r
@@ -999,17 +999,42 @@ class KnowledgeBase:
             if r.kind == "file" and r.source.startswith(prefix)
         }
         summary = DirIndexSummary()
+        for place, why in scan.unreadable.items():  # what was stored from it is kept
+            logger.warning("Could not read %s: %s", place, why)
+            summary.failure(str(place), f"Could not be read ({why}); what was stored from "
+                            "it is kept.")  # fmt: skip
+            uri = place.as_uri()
+            for source in [s for s in known if s == uri or s.startswith(uri + "/")]:
+                del known[source]
+        for file, why in scan.refused.items():  # a copy stored before is pruned below
+            summary.failure(str(file), f"Not indexed: {why}.")
         limits = DocumentLimits.from_settings(self.settings)
-        total = len(files)
-        for done, file in enumerate(files, start=1):
+        total = len(scan.files)
+        for done, file in enumerate(scan.files, start=1):
             old = known.pop(file.as_uri(), None)
-            try:
+            try:  # the file's own problems (unreadable, binary, too large): listed, go on
                 outcome = await fetch_file(file, old, limits)
-                if isinstance(outcome, Gone):  # deleted since the folder was listed
-                    if old is not None:
-                        known[old.source] = old  # pruned below with the other gone files
-                else:
+            except Exception as err:
+                logger.warning("Could not index %s: %s", file, err)
+                summary.failure(str(file), _file_error(err))
+                outcome = None
+            if isinstance(outcome, Gone):  # deleted since the folder was listed
+                if old is not None:
+                    known[old.source] = old  # pruned below with the other gone files
+            elif outcome is not None:
+                try:
                     result = await self._apply(outcome, old)
+                except StoreUnavailableError:
+                    raise  # the store itself is down: every other file would fail the same
+                except Exception as err:  # one bad file never stops the folder
+                    mapped = (
+                        None if isinstance(err, RAGError) else storage_error(err, self.settings)
+                    )
+                    if mapped is not None:
+                        raise mapped from err
+                    logger.warning("Could not index %s: %s", file, err)
+                    summary.failure(str(file), _file_error(err))
+                else:
                     summary.chunks += result.chunks
                     if result.unchanged:
                         summary.unchanged += 1
@@ -1019,14 +1044,6 @@ class KnowledgeBase:
                         summary.added += 1
                     else:
                         summary.updated += 1
-            except StoreUnavailableError:
-                raise  # the store itself is down: every other file would fail the same way
-            except Exception as err:  # one bad file never stops the folder
-                mapped = storage_error(err, self.settings)
-                if mapped is not None:
-                    raise mapped from err
-                logger.warning("Could not index %s: %s", file, err)
-                summary.failure(str(file), _file_error(err))
             if progress:
                 progress(done, total)
         for gone in known:

@@ -8,6 +8,8 @@ Word (.docx) files go through `rag_app.documents`, within its `DocumentLimits`.
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag_app.crawl.charset import binary_kind, decode_body
@@ -20,15 +22,56 @@ SUFFIXES = TEXT_SUFFIXES | frozenset(DOCUMENT_SUFFIXES)
 MAX_FILE_BYTES = 20 * 1024 * 1024
 
 
-def scan_dir(root: Path) -> list[Path]:
-    """Indexable files under `root`, sorted, hidden files and folders skipped."""
-    return sorted(
-        p
-        for p in root.rglob("*")
-        if p.is_file()
-        and p.suffix.lower() in SUFFIXES
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
+@dataclass
+class FolderScan:
+    """What a folder holds for indexing, and what could not be looked at."""
+
+    files: list[Path] = field(default_factory=list)
+    """Indexable files, sorted."""
+    unreadable: dict[Path, str] = field(default_factory=dict)
+    """Folders (or entries) that could not be looked at, with why: what was stored from
+    them is kept."""
+    refused: dict[Path, str] = field(default_factory=dict)
+    """Files not read on purpose, with why (a link to a file outside the folder): a copy
+    stored before is removed."""
+
+
+def scan_dir(root: Path) -> FolderScan:
+    """Indexable files under `root` (resolved), hidden files and folders skipped. Walked
+    without recursion, so no depth fails the walk; a folder that cannot be listed (no
+    permission, a path too long) is reported, not taken for empty — its stored files
+    would be pruned. Links to folders are not followed; a link to a file is read only
+    when the file lies inside `root` (a `notes.txt` linking to a key file elsewhere would
+    otherwise be served to an LLM)."""
+    scan = FolderScan()
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                found = list(entries)
+        except OSError as err:
+            scan.unreadable[folder] = err.strerror or type(err).__name__
+            continue
+        for entry in found:
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(path)
+                    continue
+                if path.suffix.lower() not in SUFFIXES or not entry.is_file():
+                    continue  # not indexable, or a link to no file, a pipe, a device
+                if entry.is_symlink() and not path.resolve().is_relative_to(root):
+                    scan.refused[path] = "it is a link to a file outside the folder"
+                    continue
+            except (OSError, RuntimeError) as err:  # RuntimeError: a loop of links
+                scan.unreadable[path] = getattr(err, "strerror", None) or str(err)
+                continue
+            scan.files.append(path)
+    scan.files.sort()
+    return scan
 
 
 def read_bytes_limited(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:

@@ -1,0 +1,113 @@
+"""Indexing a folder that holds what real folders hold: a file whose name or message reads
+like a storage fault, folders that cannot be listed, very deep trees, links out of it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rag_app.knowledge import KnowledgeBase
+from rag_app.local_files import scan_dir
+
+
+def note(path: Path, word: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# {word}\n\n{word} について書かれたメモです。\n", encoding="utf-8")
+    return path
+
+
+async def stored(kb: KnowledgeBase) -> set[str]:
+    return set((await kb.stats()).sources)
+
+
+async def test_a_bad_file_named_like_a_storage_fault_is_listed_and_the_rest_indexed(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """A binary file named `readonly-notes.md` stopped the whole folder with "the store
+    folder cannot be written": its refusal names the file, and the text was matched."""
+    folder = tmp_path / "docs"
+    first, last = note(folder / "a.md", "いちばん"), note(folder / "z.md", "さいご")
+    (folder / "readonly-notes.md").write_bytes(b"\x00" * 2000)
+    summary = await kb.index_dir(folder)
+    assert summary.added == 2 and summary.failed == 1, summary
+    assert "readonly-notes.md" in summary.errors[0][0]
+    assert {first.as_uri(), last.as_uri()} <= await stored(kb)
+
+
+async def test_a_folder_that_cannot_be_listed_keeps_what_was_stored_from_it(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subfolder the walk cannot open (permissions; root here reads every folder, so the
+    refusal is injected) was taken for empty and its stored files were pruned."""
+    folder = tmp_path / "docs"
+    note(folder / "open.md", "ひらいた")
+    closed = note(folder / "closed" / "c.md", "とじた")
+    assert (await kb.index_dir(folder)).added == 2
+    real = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if Path(path) == folder / "closed":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    summary = await kb.index_dir(folder)
+    assert summary.deleted == 0 and summary.failed == 1, summary
+    assert "Permission denied" in summary.errors[0][1]
+    assert closed.as_uri() in await stored(kb)
+
+
+def test_a_very_deep_tree_is_walked_and_a_path_too_long_is_reported() -> None:
+    """1,100 levels (a recursive walk raised RecursionError and indexed nothing) and a
+    folder whose path passes the system's limit (listed as unreadable, not fatal). Built
+    and removed level by level through directory descriptors, outside pytest's temporary
+    folders: no path-based tool copes with it, and pytest's clean-up of a tree left by a
+    killed run would fail every later session."""
+    root = Path(tempfile.mkdtemp(prefix="rag-deep-tree-")) / "docs"
+    note(root / "top.md", "うえ")
+    made: list[tuple[int, str]] = []  # (descriptor of the parent, name), top down
+    fds = [os.open(root, os.O_DIRECTORY)]
+    try:
+        for name in ["x"] * 1100 + ["y" * 200] * 12:  # then past PATH_MAX (4,096)
+            os.mkdir(name, dir_fd=fds[-1])
+            made.append((fds[-1], name))
+            fds.append(os.open(name, os.O_DIRECTORY, dir_fd=fds[-1]))
+            if len(made) == 1100:
+                leaf = os.open("d.md", os.O_WRONLY | os.O_CREAT, dir_fd=fds[-1])
+                os.write(leaf, "# そこ\n\nいちばん深いメモ。\n".encode())
+                os.close(leaf)
+        scan = scan_dir(root.resolve())
+        names = [p.name for p in scan.files]
+        assert names.count("top.md") == 1 and names.count("d.md") == 1, names
+        assert scan.unreadable and all("too long" in why for why in scan.unreadable.values())
+    finally:
+        if len(fds) > 1100:
+            os.unlink("d.md", dir_fd=fds[1100])
+        for parent, name in reversed(made):
+            os.rmdir(name, dir_fd=parent)
+        for fd in fds:
+            os.close(fd)
+        (root / "top.md").unlink()
+        root.rmdir()
+        root.parent.rmdir()
+
+
+async def test_a_link_to_a_file_outside_the_folder_is_not_read(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """A `.txt` link to a file elsewhere (a key, /proc/self/status) was read and served;
+    a link to a file inside the folder still is."""
+    folder = tmp_path / "docs"
+    inside = note(folder / "real.md", "ほんもの")
+    secret = note(tmp_path / "elsewhere" / "secret.md", "ひみつ")
+    (folder / "leak.md").symlink_to(secret)
+    (folder / "alias.md").symlink_to(inside)
+    summary = await kb.index_dir(folder)
+    assert summary.failed == 1 and "outside the folder" in summary.errors[0][1]
+    sources = await stored(kb)
+    assert (folder / "leak.md").as_uri() not in sources and secret.as_uri() not in sources
+    assert {inside.as_uri(), (folder / "alias.md").as_uri()} <= sources
