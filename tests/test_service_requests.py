@@ -9,6 +9,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -387,6 +388,42 @@ async def test_a_connection_closed_to_make_room_goes_even_with_answers_unsent(
     finally:
         for sock in socks:
             sock.close()
+        await runner.cleanup()
+
+
+async def test_an_index_whose_client_goes_away_stops_after_the_file_being_written(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """Ctrl-C on `rag index` printed "interrupted" while the service went on through the
+    whole folder (a folder deleted just after came back). Now the index stops at its next
+    file once its client has gone; what was written stays, and the next run finishes."""
+    from tests.processes import write_notes
+
+    folder = tmp_path / "many"
+    files = write_notes(folder, "cg", 40)
+    svc = StoreService(kb.settings)
+    svc.kb = kb
+    svc.ready.set()
+    runner, port = await _serve(svc._app())
+    client = StoreClient(kb.settings, {"port": port, "token": svc.token})
+    try:
+        indexing = asyncio.create_task(client.index_dir(str(folder)))
+        for _ in range(600):
+            if any(s.startswith(folder.as_uri()) for s in (await kb.stats()).sources):
+                break
+            await asyncio.sleep(0.05)
+        indexing.cancel()  # the client leaves, as Ctrl-C does
+        with pytest.raises(asyncio.CancelledError):
+            await indexing
+        await asyncio.sleep(1.5)  # a progress line or two: the service notices
+        first = len([s for s in (await kb.stats()).sources if s.startswith(folder.as_uri())])
+        await asyncio.sleep(1.5)
+        later = len([s for s in (await kb.stats()).sources if s.startswith(folder.as_uri())])
+        assert 1 <= first == later < len(files), (first, later)
+        again = await client.index_dir(str(folder))
+        assert again.added == len(files) - later and again.failed == 0, again
+    finally:
+        await client.aclose()
         await runner.cleanup()
 
 

@@ -41,6 +41,9 @@ Progress = Callable[[int, int], None]
 Work = Callable[[dict[str, Any], Progress], Awaitable[Any]]
 GRACE_SEC = 10.0
 HEARTBEAT_SEC = 5.0
+STOPS_WITH_CLIENT = frozenset({"index", "add"})
+"""Requests stopped when their client goes away (Ctrl-C on `rag index` / `rag add`, an MCP
+client cancelling `rag_add`): the user asked them to stop. Others finish their work."""
 IDLE_CONNECTION_SEC = 30.0
 """An idle connection is closed after this long (aiohttp's own default is an hour, so
 connections that never send a request could use up the service's file descriptors).
@@ -286,7 +289,10 @@ class StoreService:
             "reindex": self._reindex,
         }
         for name, work in routes.items():
-            app.router.add_post(f"{protocol.API}/{name}", self._endpoint(work))
+            app.router.add_post(
+                f"{protocol.API}/{name}",
+                self._endpoint(work, stops_with_client=name in STOPS_WITH_CLIENT),
+            )
         app.router.add_post(f"{protocol.API}/shutdown", self._shutdown)
         return app
 
@@ -330,7 +336,13 @@ class StoreService:
         self.stop.set()
         return web.json_response({"stopping": True, "inflight": self.inflight})
 
-    def _endpoint(self, work: Work) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    def _endpoint(
+        self, work: Work, *, stops_with_client: bool = False
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        """One request's handler; with `stops_with_client`, the work is cancelled once its
+        client has gone (noticed at the next progress line or heartbeat): the writes it
+        had under way finish (`KnowledgeBase._locked`), nothing further starts."""
+
         async def handle(request: web.Request) -> web.StreamResponse:
             self.last_activity = time.monotonic()
             try:  # a body that stops coming in is given up (it would also hold the stop)
@@ -356,7 +368,7 @@ class StoreService:
             task = asyncio.create_task(
                 self._run(work, body, lambda d, t: queue.put_nowait(("progress", (d, t))), waiting)
             )
-            alive = True
+            alive, gone = True, False
             while not task.done():
                 getter = asyncio.ensure_future(queue.get())
                 await asyncio.wait(
@@ -367,9 +379,15 @@ class StoreService:
                     if task.done():
                         break
                     alive = alive and await _write(response, protocol.line("heartbeat", True))
-                    continue
-                alive = alive and await _write(response, protocol.line(*getter.result()))
+                else:
+                    alive = alive and await _write(response, protocol.line(*getter.result()))
+                if not alive and stops_with_client and not task.done():
+                    logger.info("Its client went away: stopping the request %s.", request.path)
+                    task.cancel()
+                    gone = True
             open_[0] = False
+            if gone and task.cancelled():  # stopped for a client that left: nobody to tell
+                return response
             err = task.exception() if not task.cancelled() else asyncio.CancelledError()
             if err is None:
                 payload = protocol.line("result", task.result())
