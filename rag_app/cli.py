@@ -21,7 +21,13 @@ from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.failure_text import failure_line
 from rag_app.job_calls import STOP_WAIT_SEC, start_job
-from rag_app.limits import MAX_CRAWL_PAGES, MAX_READ_CHARS, MAX_REJOINS, without_surrogates
+from rag_app.limits import (
+    MAX_CRAWL_PAGES,
+    MAX_QUERY_CHARS,
+    MAX_READ_CHARS,
+    MAX_REJOINS,
+    without_surrogates,
+)
 from rag_app.results import SEARCH_MODES, CrawlSummary, RefreshSummary
 from rag_app.write_wait import NOTICE, WriteWait
 
@@ -541,6 +547,45 @@ def _error(command: str, err: BaseException) -> str:
     return failure_line(command, err) if command in JAPANESE_COMMANDS else f"error: {err}"
 
 
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """The one line for an argument argparse lets through but no store could take."""
+    if getattr(args, "query", None) is not None:
+        if not args.query.strip():
+            return "error: the query is empty; type what you are looking for."
+        if len(args.query) > MAX_QUERY_CHARS:
+            return (
+                f"error: the query is {len(args.query):,} characters long; the limit is "
+                f"{MAX_QUERY_CHARS:,}. Shorten it."
+            )
+    if getattr(args, "n", None) is not None and not 1 <= args.n <= 100:
+        return "error: -n must be between 1 and 100."
+    if getattr(args, "source", None) is not None and not args.source.strip():
+        what = "source" if args.command in ("read", "delete") else "--source filter"
+        return _error(
+            args.command, RAGError(f"The {what} is empty; name one (rag stats lists them).")
+        )
+    if args.command == "index" and not args.directory.strip():
+        return "error: the folder is empty; name the folder to index (`.` for this one)."
+    if args.command == "crawl":
+        from rag_app.crawl.url_match import compile_pattern
+
+        try:
+            _crawl_options(args).validated(1, MAX_CRAWL_PAGES)
+            compile_pattern(args.pattern)
+            compile_pattern(args.exclude)
+        except RAGError as err:
+            return _error("crawl", err)
+    if args.command == "read" and args.offset < 0:
+        return f"error: --offset must be 0 or more, got {args.offset}."
+    if args.command == "read" and not (
+        args.max_chars is None or 100 <= args.max_chars <= MAX_READ_CHARS
+    ):
+        return (
+            f"error: --max-chars must be between 100 and {MAX_READ_CHARS:,}, got {args.max_chars}."
+        )
+    return None
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -557,32 +602,9 @@ def _main(argv: Sequence[str] | None) -> int:
         value = getattr(args, name, None)
         if isinstance(value, str) and (name != "source" or "://" in value):  # paths keep theirs
             setattr(args, name, without_surrogates(value))
-    if getattr(args, "query", None) is not None and not args.query.strip():
-        print("error: the query is empty; type what you are looking for.", file=sys.stderr)
-        return 2
-    if getattr(args, "n", None) is not None and not 1 <= args.n <= 100:
-        print("error: -n must be between 1 and 100.", file=sys.stderr)
-        return 2
-    if args.command == "crawl":
-        from rag_app.crawl.url_match import compile_pattern
-
-        try:
-            _crawl_options(args).validated(1, MAX_CRAWL_PAGES)
-            compile_pattern(args.pattern)
-            compile_pattern(args.exclude)
-        except RAGError as err:
-            print(_error("crawl", err), file=sys.stderr)
-            return 2
-    if args.command == "read" and args.offset < 0:
-        print(f"error: --offset must be 0 or more, got {args.offset}.", file=sys.stderr)
-        return 2
-    if args.command == "read" and not (
-        args.max_chars is None or 100 <= args.max_chars <= MAX_READ_CHARS
-    ):
-        print(
-            f"error: --max-chars must be between 100 and {MAX_READ_CHARS:,}, got {args.max_chars}.",
-            file=sys.stderr,
-        )
+    usage = _usage_error(args)
+    if usage is not None:  # the command line itself is wrong: 2, before any store opens
+        print(usage, file=sys.stderr)
         return 2
     import asyncio
 

@@ -61,6 +61,10 @@ def test_bad_input_is_one_line_and_nonzero(env: Path, capsys: pytest.CaptureFixt
         (["crawl", "https://nowhere.example/", "-x", "(?=a)"], "RE2 engine"),
         (["read", "https://nowhere.example/x", "--offset", "-5"], "--offset must be 0"),
         (["read", "https://nowhere.example/x", "--max-chars", "50"], "--max-chars must be"),
+        (["index", ""], "the folder is empty"),  # it indexed the current folder
+        (["delete", ""], "The source is empty"),
+        (["search", "x", "--source", ""], "--source filter is empty"),  # it searched all
+        (["search", "あ" * 2500], "the limit is 2,000"),  # 1 before, an empty query 2
     ]:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
