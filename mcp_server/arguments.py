@@ -16,7 +16,11 @@ from rag_app.limits import (
     MAX_QUERY_CHARS,
     MAX_SOURCE_CHARS,
     MAX_URL_CHARS,
+    shorten,
 )
+
+MAX_ARGUMENT_NAME_CHARS = 100
+"""An unknown argument's name is quoted back at most this long."""
 
 MAX_STRING_CHARS: dict[str, int] = {
     "query": MAX_QUERY_CHARS,
@@ -54,6 +58,8 @@ def _matches(value: Any, kinds: set[str]) -> bool:
             return True  # a type this check does not know: leave it to the SDK
         if isinstance(value, bool) and kind in ("integer", "number"):
             continue
+        if kind == "integer" and isinstance(value, float) and value.is_integer():
+            return True  # JSON Schema's integer: 2.0 is one (the range is checked after)
         if isinstance(value, allowed):
             return True
     return False
@@ -65,7 +71,8 @@ def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]
     unknown = sorted(set(arguments) - set(properties))
     if unknown:
         known = ", ".join(sorted(properties)) or "none"
-        return f"{tool} has no argument {unknown[0]!r}; its arguments are: {known}."
+        name = shorten(unknown[0], MAX_ARGUMENT_NAME_CHARS)  # a 2 MB name came back whole
+        return f"{tool} has no argument {name!r}; its arguments are: {known}."
     for name in schema.get("required", []):
         if name not in arguments:
             return f"{tool} needs the argument {name!r}."

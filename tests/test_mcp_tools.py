@@ -504,3 +504,13 @@ async def test_a_cancelled_waited_crawl_call_cancels_its_job(
         assert ended["state"] == "cancelled", ended
         stats = await client.call_tool("rag_stats", {})  # the server goes on
         assert not stats.is_error, text_of(stats)
+
+
+async def test_an_integer_sent_as_a_float_is_taken(
+    kb: KnowledgeBase, settings: RAGSettings
+) -> None:
+    await ingest(kb)
+    async with connect(kb, settings) as client:
+        found = await client.call_tool("rag_search", {"query": "りゅうおう", "n_results": 2.0})
+        assert not found.is_error, text_of(found)
+        assert found.structured_content and len(found.structured_content["hits"]) <= 2
