@@ -17,7 +17,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from rag_app.errors import RAGError
 from rag_app.limits import shorten
@@ -55,17 +55,21 @@ def source_key(source: str) -> str:
     return source
 
 
+SCHEMES = ("http://", "https://", "file://")
 URL_SAFE = ":/?#[]@!$&'()*+,;=%~"
 """What stays as it is when a URL is spelled as stored (reserved characters, escapes)."""
 
 
 def url_spellings(url: str) -> list[str]:
     """`url` as given and as the crawler stores it (spaces and non-ASCII characters
-    percent-encoded: `…/page one.html` is stored as `…/page%20one.html`)."""
+    percent-encoded: `…/page one.html` is stored as `…/page%20one.html`; scheme and host
+    in lower case, no fragment: `HTTP://Example.com/a#b` is `http://example.com/a`)."""
     if "://" not in url or url.startswith("file://"):
         return [url]
-    encoded = quote(url, safe=URL_SAFE)
-    return [url] if encoded == url else [url, encoded]
+    parts = urlsplit(url)
+    stored = urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path, parts.query, ""))
+    forms = [url, quote(url, safe=URL_SAFE), stored, quote(stored, safe=URL_SAFE)]
+    return list(dict.fromkeys(forms))
 
 
 def _folder_prefix(scope: str) -> str | None:
@@ -121,6 +125,10 @@ def resolve(scope: str, sources: Iterable[str]) -> list[str]:
         raise RAGError("The source filter is empty; pass a site, URL prefix or folder.")
     if len(scope) > MAX_SCOPE_CHARS:
         raise RAGError(f"The source filter is longer than {MAX_SCOPE_CHARS:,} characters.")
+    if "://" not in scope and any(s.startswith(scope.lower()) for s in SCHEMES):
+        raise RAGError(  # `h` or `http:/` matched every web page: no filter at all
+            f"{scope!r} is only the start of a URL; pass a site, URL prefix or folder."
+        )
     sources = list(sources)
     for spelling in url_spellings(scope):
         found = sorted(s for s in sources if matches(spelling, s))

@@ -84,3 +84,15 @@ def test_a_path_the_system_refuses_is_one_sentence() -> None:
     for bad in ("/a\x00b", "./x\x00", "~\x00", "y" * 300, "/tmp/" + "z" * 300):
         with pytest.raises(RAGError, match="not a valid path or URL"):
             local_uri(bad)
+
+
+def test_a_url_scope_as_people_type_it() -> None:
+    """Scheme and host in any case, a fragment: as `rag_read` and `rag_delete` take them;
+    only the start of a scheme (`h`, `http:/`) matched every web page and is refused."""
+    stored = ["http://127.0.0.1:18765/guide/gamma.html", "https://docs.example.com/a"]
+    for scope in ("HTTP://127.0.0.1:18765/guide/gamma.html", stored[0] + "#frag"):
+        assert resolve(scope, stored) == [stored[0]], scope
+    assert resolve("https://Docs.Example.com/", stored) == [stored[1]]
+    for scope in ("h", "ht", "http", "http:/", "HTTPS:", "file:"):
+        with pytest.raises(RAGError, match="only the start of a URL"):
+            resolve(scope, stored)
