@@ -166,7 +166,7 @@ def format_refresh(summary: RefreshSummary) -> str:
 
 
 _KINDS = {"crawl": "クロール", "refresh": "更新確認"}
-_STATES = {"running": "実行中", "done": "完了", "failed": "失敗", "cancelled": "中止"}
+JOB_STATES = {"running": "実行中", "done": "完了", "failed": "失敗", "cancelled": "中止"}
 
 
 def format_job_started(job: dict[str, Any]) -> str:
@@ -187,7 +187,7 @@ def format_jobs(jobs: list[dict[str, Any]]) -> str:
     lines = []
     for job in jobs:
         kind = _KINDS.get(job["kind"], job["kind"])
-        state = _STATES.get(job["state"], job["state"])
+        state = JOB_STATES.get(job["state"], job["state"])
         total = f"/{job['total']}" if job["total"] else ""
         line = f"- {job['id']} {kind} [{state}] {job['done']}{total}ページ: {job['target']}"
         if job.get("attempt", 1) > 1:  # run again by a restarted store service

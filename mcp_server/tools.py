@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from mcp_server.app_context import AppContext
 from mcp_server.failures import ToolInputError, error_result
 from mcp_server.formatting import (
+    JOB_STATES,
     crawl_progress_message,
     delete_progress_message,
     format_add,
@@ -328,14 +329,21 @@ async def rag_refresh(ctx: Ctx, wait: Wait = False) -> Annotated[CallToolResult,
 async def rag_jobs(ctx: Ctx, cancel: CancelJob = "") -> Annotated[CallToolResult, JobsOutput]:
     """List the background crawl and refresh jobs (running first) with their progress and
     summaries, or cancel one by id: it stops within about 2 s and keeps what it stored."""
+    note = ""
     try:
         kb = await _app(ctx).knowledge_base()
         if cancel.strip():
-            await kb.cancel_job(cancel.strip())
+            before = {j["id"]: j["state"] for j in await kb.jobs()}
+            stopped = await kb.cancel_job(cancel.strip())
+            if before.get(stopped["id"], "running") != "running":  # nothing was stopped
+                note = (
+                    f"ジョブ {stopped['id']} は既に終了しています"
+                    f"（{JOB_STATES.get(stopped['state'], stopped['state'])}）。\n"
+                )
         jobs = await kb.jobs()
     except Exception as exc:
         return error_result("rag_jobs", exc)
-    return _ok(format_jobs(jobs), JobsOutput.of(jobs))
+    return _ok(note + format_jobs(jobs), JobsOutput.of(jobs))
 
 
 async def rag_delete(url: Source, ctx: Ctx) -> Annotated[CallToolResult, DeleteOutput]:

@@ -514,3 +514,16 @@ async def test_an_integer_sent_as_a_float_is_taken(
         found = await client.call_tool("rag_search", {"query": "りゅうおう", "n_results": 2.0})
         assert not found.is_error, text_of(found)
         assert found.structured_content and len(found.structured_content["hits"]) <= 2
+
+
+async def test_cancelling_a_job_that_already_ended_says_so(
+    kb: KnowledgeBase, settings: RAGSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in_fetching(kb, monkeypatch)
+    async with connect(kb, settings) as client:
+        started = await client.call_tool("rag_crawl", {"url": "https://ex.test/"})
+        job_id = started.structured_content and started.structured_content["job_id"]
+        await kb.wait_job(str(job_id))
+        answer = await client.call_tool("rag_jobs", {"cancel": job_id})
+        assert not answer.is_error
+        assert text_of(answer).startswith(f"ジョブ {job_id} は既に終了しています（完了）。")
