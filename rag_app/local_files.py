@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag_app.crawl.charset import binary_kind, decode_body
+from rag_app.crawl.charset import binary_kind, decode_body, garbled_kind
 from rag_app.crawl.exceptions import BinaryContentError
 from rag_app.documents import DOCUMENT_SUFFIXES, DocumentLimits, extract_document
 from rag_app.errors import RAGError
@@ -100,9 +100,12 @@ def read_local_document(
     kind = binary_kind(raw)
     if kind is not None:
         raise BinaryContentError.for_file(str(path), kind)
-    if path.suffix.lower() in {".html", ".htm"}:
-        html, _codec = decode_body(raw, None, is_html=True)
-        page = html_to_text(html)
+    is_html = path.suffix.lower() in {".html", ".htm"}
+    text, _codec = decode_body(raw, None, is_html=is_html)  # UTF-8 as before; BOM, a guess
+    garbled = garbled_kind(text)
+    if garbled is not None:
+        raise BinaryContentError.for_file(str(path), garbled)
+    if is_html:
+        page = html_to_text(text)
         return page.title or cap_title(path.stem), page.text
-    text, _codec = decode_body(raw, None, is_html=False)  # UTF-8 as before; BOM, then a guess
     return markdown_title(text) or cap_title(path.stem), text

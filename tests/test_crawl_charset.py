@@ -164,3 +164,21 @@ def test_text_is_not_binary() -> None:
     assert binary_kind(utf16) is None
     assert binary_kind(f"<p>{JAPANESE}</p>".encode("utf-16-le"), "utf-16le") is None
     assert binary_kind(f"<p>{JAPANESE}</p>".encode("utf-16-le"), "x-bogus") is not None
+
+
+def test_decoded_noise_is_binary_and_real_text_is_not() -> None:
+    import random
+
+    from rag_app.crawl.charset import decode_body, garbled_kind
+
+    noise = bytes(b for b in random.Random(3).randbytes(900) if b)[:600]
+    assert binary_kind(noise) is None  # no NUL, no signature
+    assert garbled_kind(decode_body(noise, None, is_html=False)[0]) is not None
+    for text in (
+        JAPANESE * 20,
+        "plain English text\twith tabs\r\nand lines\f" * 20,
+        "\x1b[31mred\x1b[0m log line\n" * 50,  # a terminal log with colour codes
+        "short \x01\x02",  # too short to judge
+    ):
+        assert garbled_kind(text) is None, text[:40]
+    assert garbled_kind(decode_body(JAPANESE.encode("cp932") * 5, None, is_html=False)[0]) is None

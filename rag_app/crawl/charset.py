@@ -130,6 +130,23 @@ def binary_kind(body: bytes, header_charset: str | None = None) -> str | None:
     return "binary data (NUL bytes)"
 
 
+GARBLED_SHARE = 0.1
+"""Share of undecodable or control characters (beyond tabs and line breaks) above which
+decoded text is binary data: random bytes without a NUL decode to ~55 %; real text, even
+a terminal log full of colour codes, stays far below."""
+
+
+def garbled_kind(text: str) -> str | None:
+    """`"binary data (undecodable bytes)"` when the first 8,000 characters of decoded text
+    are mostly not text (binary bytes that hold no NUL pass `binary_kind`), else None."""
+    head = text[:8000]
+    if len(head) < 64:
+        return None
+    bad = sum(1 for c in head if c == "\ufffd" or (c < " " and c not in "\t\n\r\f\v\x1b"))
+    bad += sum(1 for c in head if "\x7f" <= c <= "\x9f")  # DEL and the C1 controls
+    return "binary data (undecodable bytes)" if bad > GARBLED_SHARE * len(head) else None
+
+
 def _japanese_share(text: str) -> float:
     return len(_JAPANESE.findall(text)) / max(len(text), 1)
 

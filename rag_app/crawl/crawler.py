@@ -20,7 +20,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import aiohttp
 
 from rag_app.config import RAGSettings
-from rag_app.crawl.charset import binary_kind, decode_body
+from rag_app.crawl.charset import binary_kind, decode_body, garbled_kind
 from rag_app.crawl.exceptions import (
     MAX_ROBOTS_DELAY_SEC,
     BinaryContentError,
@@ -401,6 +401,9 @@ class WebCrawler:
             raise BinaryContentError.for_page(url, content_type, kind)
         is_html = content_type in HTML_TYPES
         decoded, codec = decode_body(response.body, response.charset, is_html=is_html)
+        garbled = garbled_kind(decoded)
+        if garbled is not None:
+            raise BinaryContentError.for_page(url, content_type, garbled)
         if is_html:
             return html_to_text(decoded, response.url), codec
         text = decoded.replace("\r\n", "\n").replace("\r", "\n").strip()

@@ -3,6 +3,7 @@ deep HTML and odd encodings each end in a bounded cost and a one-sentence outcom
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ BINARIES = {
     "anim.markdown": b"GIF89a\x10\x00\x10\x00",
     "notes.txt": b"\x1f\x8b\x08\x00\x00\x00\x00\x00",
     "dump.md": b"# Title\n" + b"\x00\x01\x02" * 100,
+    # random bytes with no NUL pass the sniff; decoded, they are mostly not text
+    "noise.md": bytes(b for b in random.Random(5).randbytes(900) if b)[:600],
 }
 
 
