@@ -44,7 +44,6 @@ from mcp_server.schemas import (
     StatsOutput,
 )
 from rag_app.crawl_options import MAX_DEPTH
-from rag_app.job_calls import start_job, wait_cancelling
 from rag_app.jobs import outcome_of
 from rag_app.results import CrawlSummary
 
@@ -294,10 +293,11 @@ async def rag_crawl(
         async with Heartbeat(
             ctx.report_progress, crawl_progress_message, interval=app.heartbeat_sec
         ) as beat:
-            # a job this call follows: cancelling the call (the client cancels it or goes
-            # away) cancels the crawl too, as Ctrl-C does on `rag crawl`
-            job = await start_job(kb, kb.start_crawl(target, pattern, options=options))
-            done = await wait_cancelling(kb, job, beat.update)
+            # a job this call follows. A cancelled call leaves it running (rag_jobs shows
+            # it and cancels it): clients also cancel a call when their own time limit
+            # runs out, which says nothing about the crawl
+            job = await kb.start_crawl(target, pattern, options=options)
+            done = await kb.wait_job(job["id"], progress=beat.update)
         summary = CrawlSummary.from_dict(outcome_of(done))
     except Exception as exc:
         return error_result("rag_crawl", exc)

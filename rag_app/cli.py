@@ -20,7 +20,6 @@ from rag_app.console import VersionAction, guarded, progress_reporter, wait_prin
 from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.failure_text import failure_line
-from rag_app.job_calls import STOP_WAIT_SEC, start_job
 from rag_app.limits import (
     MAX_CRAWL_PAGES,
     MAX_QUERY_CHARS,
@@ -143,6 +142,8 @@ async def _follow_job(
     `cancel` (a job another client started, `rag jobs --wait`) Ctrl-C stops the wait only."""
     import asyncio
 
+    from rag_app.job_calls import STOP_WAIT_SEC
+
     update, close = progress_reporter(desc, unit)
     try:
         return await kb.wait_job(job["id"], progress=update)
@@ -161,6 +162,8 @@ async def _follow_job(
 
 
 async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    from rag_app.job_calls import start_job
+
     job = await start_job(kb, kb.start_crawl(args.url, args.pattern, options=_crawl_options(args)))
     if args.background:
         print(f"クロールをバックグラウンドで開始しました: ジョブ {job['id']} ({job['target']})")
@@ -186,6 +189,8 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 
 async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    from rag_app.job_calls import start_job
+
     job = await start_job(kb, kb.start_refresh())
     joined = f"A refresh is already running: job {job['id']}"
     if args.background:
@@ -527,6 +532,7 @@ async def _run(args: argparse.Namespace) -> int:
     from rag_app.service import connect
 
     kb = await connect(settings)
+    kb.stop_work_if_gone = True  # Ctrl-C on `rag index` / `rag add` stops the work too
     NOTICE.set(wait_printer(args.command in JAPANESE_COMMANDS))
     try:
         return await COMMANDS[args.command](kb, args)

@@ -406,6 +406,7 @@ async def test_an_index_whose_client_goes_away_stops_after_the_file_being_writte
     svc.ready.set()
     runner, port = await _serve(svc._app())
     client = StoreClient(kb.settings, {"port": port, "token": svc.token})
+    client.stop_work_if_gone = True  # as `rag` asks; `rag-mcp` does not
     try:
         indexing = asyncio.create_task(client.index_dir(str(folder)))
         for _ in range(600):

@@ -61,6 +61,10 @@ class StoreClient:
         self.settings = settings
         self._info = info
         self._session: aiohttp.ClientSession | None = None
+        self.stop_work_if_gone = False
+        """Ask the service to stop an add or an index once this client has gone: set by
+        `rag`, whose Ctrl-C means stop. Not by `rag-mcp`: an MCP client also cancels a
+        call when its own time limit runs out, which says nothing about the work."""
 
     @property
     def owner_pid(self) -> int:
@@ -176,7 +180,8 @@ class StoreClient:
         return RetrievalResult.from_dict(await self._call("search", body, safe=True))
 
     async def ingest_page(self, url: str, *, prune: bool = False) -> IngestResult:
-        data = await self._call("add", {"url": url, "prune": prune}, safe=False)
+        body = {"url": url, "prune": prune, "stop_if_gone": self.stop_work_if_gone}
+        data = await self._call("add", body, safe=False)
         return IngestResult.from_dict(data)
 
     async def ingest_from_index(
@@ -239,7 +244,8 @@ class StoreClient:
         self, path: str | Path, progress: Progress | None = None
     ) -> DirIndexSummary:
         folder = str(Path(path).expanduser().resolve())
-        data = await self._call("index", {"directory": folder}, progress, safe=False)
+        body = {"directory": folder, "stop_if_gone": self.stop_work_if_gone}
+        data = await self._call("index", body, progress, safe=False)
         return DirIndexSummary.from_dict(data)
 
     async def delete_source(self, source: str, *, folder: bool = False) -> int:

@@ -3,8 +3,10 @@
 It holds the owner lock of the store's folders, one KnowledgeBase (model, Chroma
 client, BM25 index, crawler) and answers JSON-lines requests on a loopback port
 that only holders of the token (published in the owner file, mode 0600) may use.
-A client that disconnects never cancels work in progress: what it started is
-committed or rolled back by the store exactly as if it had stayed.
+A client that disconnects does not cancel work in progress: what it started is
+committed by the store exactly as if it had stayed — except an add or an index whose
+client asked for it (`rag`'s Ctrl-C, `STOPS_WITH_CLIENT`): no further file or page is
+started, and the write under way finishes.
 
     python -m rag_app.service.server        # what `connect()` starts in the background
 """
@@ -42,8 +44,9 @@ Work = Callable[[dict[str, Any], Progress], Awaitable[Any]]
 GRACE_SEC = 10.0
 HEARTBEAT_SEC = 5.0
 STOPS_WITH_CLIENT = frozenset({"index", "add"})
-"""Requests stopped when their client goes away (Ctrl-C on `rag index` / `rag add`, an MCP
-client cancelling `rag_add`): the user asked them to stop. Others finish their work."""
+"""Requests stopped when their client goes away, if the client asked (`stop_if_gone`:
+Ctrl-C on `rag index` / `rag add` means stop). Others, and these for other clients (an
+MCP client's time limit cancels its call too), finish their work."""
 IDLE_CONNECTION_SEC = 30.0
 """An idle connection is closed after this long (aiohttp's own default is an hour, so
 connections that never send a request could use up the service's file descriptors).
@@ -339,9 +342,10 @@ class StoreService:
     def _endpoint(
         self, work: Work, *, stops_with_client: bool = False
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        """One request's handler; with `stops_with_client`, the work is cancelled once its
-        client has gone (noticed at the next progress line or heartbeat): the writes it
-        had under way finish (`KnowledgeBase._locked`), nothing further starts."""
+        """One request's handler; with `stops_with_client` and a client that asked for it
+        (`stop_if_gone`), the work is cancelled once its client has gone (noticed at the
+        next progress line or heartbeat): the writes it had under way finish
+        (`KnowledgeBase._locked`), nothing further starts."""
 
         async def handle(request: web.Request) -> web.StreamResponse:
             self.last_activity = time.monotonic()
@@ -356,6 +360,7 @@ class StoreService:
                     raise ValueError("not an object")
             except (ValueError, RecursionError):
                 return web.json_response({"error": "bad request"}, status=400)
+            stops = stops_with_client and body.get("stop_if_gone") is True
             response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
             await response.prepare(request)
             queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -381,7 +386,7 @@ class StoreService:
                     alive = alive and await _write(response, protocol.line("heartbeat", True))
                 else:
                     alive = alive and await _write(response, protocol.line(*getter.result()))
-                if not alive and stops_with_client and not task.done():
+                if not alive and stops and not task.done():
                     logger.info("Its client went away: stopping the request %s.", request.path)
                     task.cancel()
                     gone = True
