@@ -100,6 +100,8 @@ async def _cmd_index(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         f"deleted={summary.deleted} unchanged={summary.unchanged} chunks={summary.chunks}"
         + (f" empty={summary.empty}" if summary.empty else "")
     )
+    for path, reason in summary.skipped:
+        print(f"  skipped: {path}: {reason}", file=sys.stderr)
     for path, reason in summary.errors:
         print(f"  error: {path}: {reason}", file=sys.stderr)
     if (unlisted := summary.failed - len(summary.errors)) > 0:

@@ -67,6 +67,7 @@ from rag_app.job_journal import JobJournal
 from rag_app.jobs import MAX_CRASHES, Job, JobRegistry
 from rag_app.limits import (
     MAX_CRAWL_PAGES,
+    MAX_LISTED_FILE_ERRORS,
     MAX_QUERY_CHARS,
     MAX_READ_CHARS,
     MAX_REJOINS,
@@ -867,10 +868,14 @@ class KnowledgeBase:
                     "abnormally; it is not resumed (start it again by hand).",
                     job_id, kind, MAX_CRASHES,
                 )  # fmt: skip
+                why = (
+                    "its record in the job journal is damaged"
+                    if attempt == 0
+                    else f"it was running the {MAX_CRASHES} times the store service ended "
+                    "abnormally"
+                )
                 self._jobs.record_failed(
-                    job_id, str(kind), target,
-                    f"Not resumed: it was running the {MAX_CRASHES} times the store service "
-                    "ended abnormally; start it again by hand.",
+                    job_id, str(kind), target, f"Not resumed: {why}; start it again by hand.",
                     attempt,
                 )  # fmt: skip
                 journal.remove(job_id)
@@ -1006,8 +1011,8 @@ class KnowledgeBase:
             uri = place.as_uri()
             for source in [s for s in known if s == uri or s.startswith(uri + "/")]:
                 del known[source]
-        for file, why in scan.refused.items():  # a copy stored before is pruned below
-            summary.failure(str(file), f"Not indexed: {why}.")
+        for file, why in list(scan.refused.items())[:MAX_LISTED_FILE_ERRORS]:
+            summary.skipped.append((str(file), f"Not indexed: {why}."))  # pruned if stored
         limits = DocumentLimits.from_settings(self.settings)
         total = len(scan.files)
         for done, file in enumerate(scan.files, start=1):

@@ -32,8 +32,8 @@ class FolderScan:
     """Folders (or entries) that could not be looked at, with why: what was stored from
     them is kept."""
     refused: dict[Path, str] = field(default_factory=dict)
-    """Files not read on purpose, with why (a link to a file outside the folder): a copy
-    stored before is removed."""
+    """Files not read on purpose, with why (a link to a file outside the folder or to a
+    hidden one): listed as skipped, not as failures; a copy stored before is removed."""
 
 
 def scan_dir(root: Path) -> FolderScan:
@@ -62,11 +62,18 @@ def scan_dir(root: Path) -> FolderScan:
                     stack.append(path)
                     continue
                 if path.suffix.lower() not in SUFFIXES or not entry.is_file():
-                    continue  # not indexable, or a link to no file, a pipe, a device
-                if entry.is_symlink() and not path.resolve().is_relative_to(root):
-                    scan.refused[path] = "it is a link to a file outside the folder"
-                    continue
+                    continue  # not indexable, a link to no file or in a loop, a pipe
+                if entry.is_symlink():
+                    target = path.resolve()
+                    if not target.is_relative_to(root):
+                        scan.refused[path] = "it is a link to a file outside the folder"
+                        continue
+                    if any(p.startswith(".") for p in target.relative_to(root).parts):
+                        scan.refused[path] = "it is a link to a hidden file"
+                        continue
             except (OSError, RuntimeError) as err:  # RuntimeError: a loop of links
+                if entry.is_symlink():
+                    continue  # a broken link or a loop of links: nothing to read, as before
                 scan.unreadable[path] = getattr(err, "strerror", None) or str(err)
                 continue
             scan.files.append(path)

@@ -223,6 +223,9 @@ class DirIndexSummary:
     """Files with no text to store (nothing is stored for them, so they are not added)."""
     failed: int = 0
     """Files that failed, listed or not."""
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """(file, reason) of files left out on purpose (links out of the folder), the first
+    `MAX_LISTED_FILE_ERRORS`: not failures."""
 
     def failure(self, path: str, reason: str) -> None:
         """Count a failed file; list it while the list is short (a folder of a million
@@ -238,6 +241,7 @@ class DirIndexSummary:
     def from_dict(cls, data: dict[str, Any]) -> DirIndexSummary:
         known = _known(cls, data)
         known["errors"] = [(str(a), str(b)) for a, b in known.get("errors", [])]
+        known["skipped"] = [(str(a), str(b)) for a, b in known.get("skipped", [])]
         known.setdefault("failed", len(known["errors"]))  # from an older service
         return cls(**known)
 

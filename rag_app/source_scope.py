@@ -125,7 +125,11 @@ def resolve(scope: str, sources: Iterable[str]) -> list[str]:
         raise RAGError("The source filter is empty; pass a site, URL prefix or folder.")
     if len(scope) > MAX_SCOPE_CHARS:
         raise RAGError(f"The source filter is longer than {MAX_SCOPE_CHARS:,} characters.")
-    if "://" not in scope and any(s.startswith(scope.lower()) for s in SCHEMES):
+    if (
+        "://" not in scope
+        and any(s.startswith(scope.lower()) for s in SCHEMES)
+        and not Path(scope).expanduser().exists()  # a folder named `file` is one
+    ):
         raise RAGError(  # `h` or `http:/` matched every web page: no filter at all
             f"{scope!r} is only the start of a URL; pass a site, URL prefix or folder."
         )

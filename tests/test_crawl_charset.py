@@ -182,3 +182,8 @@ def test_decoded_noise_is_binary_and_real_text_is_not() -> None:
     ):
         assert garbled_kind(text) is None, text[:40]
     assert garbled_kind(decode_body(JAPANESE.encode("cp932") * 5, None, is_html=False)[0]) is None
+    # a page that declares the wrong charset is read with the bytes' own guess, not refused
+    sjis = (f"<p>{JAPANESE}</p>" * 10).encode("cp932")
+    text, codec = decode_body(sjis, "utf-8", is_html=True)
+    assert garbled_kind(text) is None and JAPANESE in text, codec
+    assert garbled_kind("N\bNA\bAM\bME\bE ls - list directory contents\n" * 30) is None

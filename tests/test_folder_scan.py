@@ -106,8 +106,16 @@ async def test_a_link_to_a_file_outside_the_folder_is_not_read(
     secret = note(tmp_path / "elsewhere" / "secret.md", "ひみつ")
     (folder / "leak.md").symlink_to(secret)
     (folder / "alias.md").symlink_to(inside)
+    (folder / "hidden.md").symlink_to(folder / ".git" / "key.md")  # inside, but hidden
+    note(folder / ".git" / "key.md", "かぎ")
+    (folder / "loop.md").symlink_to(folder / "loop.md")  # nothing to read, as before
     summary = await kb.index_dir(folder)
-    assert summary.failed == 1 and "outside the folder" in summary.errors[0][1]
+    assert summary.failed == 0, summary  # left out on purpose: exit 0, not 3
+    reasons = dict(summary.skipped)
+    assert "outside the folder" in reasons[str(folder / "leak.md")]
+    assert "hidden file" in reasons[str(folder / "hidden.md")]
+    assert len(reasons) == 2, reasons
     sources = await stored(kb)
+    assert (folder / "hidden.md").as_uri() not in sources
     assert (folder / "leak.md").as_uri() not in sources and secret.as_uri() not in sources
     assert {inside.as_uri(), (folder / "alias.md").as_uri()} <= sources

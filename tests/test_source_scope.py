@@ -96,3 +96,12 @@ def test_a_url_scope_as_people_type_it() -> None:
     for scope in ("h", "ht", "http", "http:/", "HTTPS:", "file:"):
         with pytest.raises(RAGError, match="only the start of a URL"):
             resolve(scope, stored)
+
+
+def test_a_folder_named_like_a_scheme_is_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "http").mkdir()
+    stored = [(tmp_path / "http" / "a.md").as_uri(), "https://docs.example.com/a"]
+    assert resolve("http", stored) == [stored[0]]

@@ -133,7 +133,8 @@ def binary_kind(body: bytes, header_charset: str | None = None) -> str | None:
 GARBLED_SHARE = 0.1
 """Share of undecodable or control characters (beyond tabs and line breaks) above which
 decoded text is binary data: random bytes without a NUL decode to ~55 %; real text, even
-a terminal log full of colour codes, stays far below."""
+a terminal log full of colour codes or a man page's overstrikes (backspaces), stays far
+below."""
 
 
 def garbled_kind(text: str) -> str | None:
@@ -142,7 +143,7 @@ def garbled_kind(text: str) -> str | None:
     head = text[:8000]
     if len(head) < 64:
         return None
-    bad = sum(1 for c in head if c == "\ufffd" or (c < " " and c not in "\t\n\r\f\v\x1b"))
+    bad = sum(1 for c in head if c == "\ufffd" or (c < " " and c not in "\t\n\r\f\v\b\x1b"))
     bad += sum(1 for c in head if "\x7f" <= c <= "\x9f")  # DEL and the C1 controls
     return "binary data (undecodable bytes)" if bad > GARBLED_SHARE * len(head) else None
 
@@ -218,5 +219,10 @@ def decode_body(body: bytes, header_charset: str | None, *, is_html: bool) -> tu
         if declared and declared.startswith("utf-16"):
             declared = "utf-8"  # a meta tag cannot declare UTF-16 (the bytes are ASCII-compatible)
     if declared is not None:
-        return body.decode(declared, errors="replace"), declared
+        text = body.decode(declared, errors="replace")
+        if garbled_kind(text) is not None:  # a wrong declared charset: the bytes' own guess
+            guessed = _guess(body)
+            if garbled_kind(guessed[0]) is None:
+                return guessed
+        return text, declared
     return _guess(body)

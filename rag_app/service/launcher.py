@@ -203,12 +203,19 @@ async def find_owner(settings: RAGSettings) -> dict[str, Any]:
                     return info
                 if not asked_to_stop:  # an idle owner with other settings makes way
                     jobs = health.get("jobs")  # a crawl it runs would be cut off
-                    if health.get("inflight") or (isinstance(jobs, int) and jobs > 0):
-                        doing = f"running {jobs} job(s), see `rag jobs`" if jobs else "busy"
+                    if isinstance(jobs, int) and jobs > 0:
                         raise ServiceError(
                             f"The store service (pid {info.get('pid')}) for {primary} runs with "
-                            f"other settings ({', '.join(diff[:4])}) and is {doing}; wait for "
-                            "it to finish or stop it with `rag service stop`."
+                            f"other settings ({', '.join(diff[:4])}) and is running {jobs} "
+                            "job(s) (a crawl or a refresh); run this command with the same "
+                            "settings as the one that started them, or wait until they end "
+                            "(`rag jobs` with those settings lists and cancels them)."
+                        )
+                    if health.get("inflight"):
+                        raise ServiceError(
+                            f"The store service (pid {info.get('pid')}) for {primary} runs with "
+                            f"other settings ({', '.join(diff[:4])}) and is busy; wait for it "
+                            "to finish or stop it with `rag service stop`."
                         )
                     await _post_shutdown(info)
                     asked_to_stop = True
