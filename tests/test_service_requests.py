@@ -33,6 +33,22 @@ async def _serve(app: web.Application) -> tuple[web.AppRunner, int]:
     return runner, runner.addresses[0][1]
 
 
+async def _capped(kb: KnowledgeBase, limit: int) -> tuple[StoreService, web.AppRunner, int]:
+    """A serving StoreService whose connections are capped at `limit`, as `run` wires it."""
+    from rag_app.service.connection_cap import ConnectionCap
+
+    svc = StoreService(kb.settings)
+    svc.connections = ConnectionCap(limit=limit)
+    svc.kb = kb
+    svc.ready.set()
+    runner = svc._runner()
+    await runner.setup()
+    assert runner.server is not None
+    svc.connections.install(runner.server)
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return svc, runner, runner.addresses[0][1]
+
+
 @pytest.fixture
 async def service(kb: KnowledgeBase) -> AsyncIterator[tuple[StoreService, int]]:
     svc = StoreService(kb.settings)
@@ -252,19 +268,10 @@ async def test_a_flood_of_connections_closes_idle_ones_never_one_being_answered(
     """Past the cap, the connection idle the longest is closed to make room: a local
     process opening connections without a request can neither use up the service's file
     descriptors nor lock clients out, and a request being answered keeps its connection."""
-    from rag_app.service.connection_cap import ConnectionCap
     from tests.hnsw_files import hold_the_first_restored_write
 
     await kb.ingest_text("https://example.com/gone", "# 消す\n\n消えるページ。" * 5)
-    svc = StoreService(kb.settings)
-    svc.connections = ConnectionCap(limit=8)
-    svc.kb = kb
-    svc.ready.set()
-    runner = svc._runner()
-    await runner.setup()
-    svc.connections.install(runner.server)
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    port = runner.addresses[0][1]
+    svc, runner, port = await _capped(kb, 8)
     client = StoreClient(kb.settings, {"port": port, "token": svc.token})
     held, release = hold_the_first_restored_write(monkeypatch)
     reindex = asyncio.create_task(kb.reindex())
@@ -304,17 +311,7 @@ async def test_a_flood_closes_connections_that_never_showed_the_token_first(
     """A client's pooled keep-alive connection (it showed the token) is closed only when
     clients alone hold more than the cap: closing it while its client sends the next
     request failed that request (a write is not sent twice)."""
-    from rag_app.service.connection_cap import ConnectionCap
-
-    svc = StoreService(kb.settings)
-    svc.connections = ConnectionCap(limit=8)
-    svc.kb = kb
-    svc.ready.set()
-    runner = svc._runner()
-    await runner.setup()
-    svc.connections.install(runner.server)
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    port = runner.addresses[0][1]
+    svc, runner, port = await _capped(kb, 8)
     client = StoreClient(kb.settings, {"port": port, "token": svc.token})
     flood = []
     try:
@@ -369,15 +366,7 @@ async def test_a_connection_closed_to_make_room_goes_even_with_answers_unsent(
 ) -> None:
     """Closing a connection whose answers its peer never reads waits for them to be sent:
     it stayed open, no longer counted, and the cap could be passed without the token."""
-    from rag_app.service.connection_cap import ConnectionCap
-
-    svc = StoreService(kb.settings)
-    svc.connections = ConnectionCap(limit=4)
-    runner = svc._runner()
-    await runner.setup()
-    svc.connections.install(runner.server)
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    port = runner.addresses[0][1]
+    svc, runner, port = await _capped(kb, 4)
     socks: list[Any] = []
     try:
         deadline = time.monotonic() + 8
