@@ -541,6 +541,7 @@ def reading_text(
     heading_line = ""  # the current section's heading, which its chunks repeat
     for _, chunk, path, level in sorted(pieces, key=lambda p: p[0]):
         if not _in_section(path, section):
+            last_path = None  # a later run of the same heading path is a section of its own
             continue
         if path != last_path:
             if path and path not in seen:

@@ -164,3 +164,17 @@ async def test_a_storage_fault_while_reading_is_one_sentence_naming_the_fix(
     monkeypatch.setattr(kb.store, "get_source", full)
     with pytest.raises(StoreUnavailableError, match="full"):
         await kb.read_source(url)
+
+
+async def test_two_runs_of_one_heading_path_are_read_as_two_sections(kb: KnowledgeBase) -> None:
+    """Two `Top > Usage` sections apart on a page were joined into one block with no
+    heading between them: each keeps its heading line."""
+    text = (
+        "# Top\n\n## Usage\n\nfirst usage text.\n\n## Other\n\nother text.\n\n"
+        "## Usage\n\nthird usage text.\n"
+    )
+    await kb.ingest_text("file:///n/twice.md", text, title="Top", kind="file")
+    read = await kb.read_source("file:///n/twice.md", section="Top > Usage")
+    assert "other text" not in read.text
+    first, second = read.text.index("first usage"), read.text.index("third usage")
+    assert "Usage" in read.text[first:second], read.text  # a heading between the two
