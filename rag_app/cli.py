@@ -102,6 +102,8 @@ async def _cmd_index(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     )
     for path, reason in summary.skipped:
         print(f"  skipped: {path}: {reason}", file=sys.stderr)
+    if (unlisted := summary.skipped_count - len(summary.skipped)) > 0:
+        print(f"  … and {unlisted:,} more files skipped", file=sys.stderr)
     for path, reason in summary.errors:
         print(f"  error: {path}: {reason}", file=sys.stderr)
     if (unlisted := summary.failed - len(summary.errors)) > 0:

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
-
-Progress = Callable[[int, int], None]
 
 STOP_WAIT_SEC = 30.0
 """After a cancel, how long a start is let finish (its answer names the job to stop)."""

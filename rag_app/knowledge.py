@@ -863,17 +863,13 @@ class KnowledgeBase:
                 attempt, crashes = 0, MAX_CRASHES  # a damaged record: not run blindly
             target = str(spec.get("url", "")) if kind == "crawl" else "stored web pages"
             if crashes >= MAX_CRASHES:
-                logger.error(
-                    "Job %s (%s) was running %d times when the store service ended "
-                    "abnormally; it is not resumed (start it again by hand).",
-                    job_id, kind, MAX_CRASHES,
-                )  # fmt: skip
                 why = (
                     "its record in the job journal is damaged"
                     if attempt == 0
                     else f"it was running the {MAX_CRASHES} times the store service ended "
                     "abnormally"
                 )
+                logger.error("Job %s (%s) is not resumed: %s.", job_id, kind, why)
                 self._jobs.record_failed(
                     job_id, str(kind), target, f"Not resumed: {why}; start it again by hand.",
                     attempt,
@@ -1011,6 +1007,7 @@ class KnowledgeBase:
             uri = place.as_uri()
             for source in [s for s in known if s == uri or s.startswith(uri + "/")]:
                 del known[source]
+        summary.skipped_count = len(scan.refused)
         for file, why in list(scan.refused.items())[:MAX_LISTED_FILE_ERRORS]:
             summary.skipped.append((str(file), f"Not indexed: {why}."))  # pruned if stored
         limits = DocumentLimits.from_settings(self.settings)

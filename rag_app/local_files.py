@@ -8,6 +8,7 @@ Word (.docx) files go through `rag_app.documents`, within its `DocumentLimits`.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +73,9 @@ def scan_dir(root: Path) -> FolderScan:
                         scan.refused[path] = "it is a link to a hidden file"
                         continue
             except (OSError, RuntimeError) as err:  # RuntimeError: a loop of links
-                if entry.is_symlink():
-                    continue  # a broken link or a loop of links: nothing to read, as before
+                looped = isinstance(err, RuntimeError) or err.errno == errno.ELOOP
+                if looped and entry.is_symlink():
+                    continue  # a loop of links holds nothing to read
                 scan.unreadable[path] = getattr(err, "strerror", None) or str(err)
                 continue
             scan.files.append(path)

@@ -226,6 +226,8 @@ class DirIndexSummary:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     """(file, reason) of files left out on purpose (links out of the folder), the first
     `MAX_LISTED_FILE_ERRORS`: not failures."""
+    skipped_count: int = 0
+    """Files left out on purpose, listed or not."""
 
     def failure(self, path: str, reason: str) -> None:
         """Count a failed file; list it while the list is short (a folder of a million

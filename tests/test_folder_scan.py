@@ -119,3 +119,63 @@ async def test_a_link_to_a_file_outside_the_folder_is_not_read(
     assert (folder / "hidden.md").as_uri() not in sources
     assert (folder / "leak.md").as_uri() not in sources and secret.as_uri() not in sources
     assert {inside.as_uri(), (folder / "alias.md").as_uri()} <= sources
+
+
+async def test_a_link_that_cannot_be_checked_keeps_its_stored_copy(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link whose target cannot be looked at (permissions, a network mount's I/O error;
+    injected: root reads everything) is listed as unreadable and its stored copy kept; it
+    was passed over as a loop and pruned."""
+    folder = tmp_path / "docs"
+    target = note(folder / "real.md", "ほんもの")
+    link = folder / "link.md"
+    link.symlink_to(target)
+    assert (await kb.index_dir(folder)).added == 2
+    real = os.scandir
+
+    class Entry:
+        def __init__(self, entry: Any) -> None:
+            self._entry = entry
+            self.name, self.path = entry.name, entry.path
+
+        def is_dir(self, **kw: Any) -> bool:
+            return bool(self._entry.is_dir(**kw))
+
+        def is_symlink(self) -> bool:
+            return bool(self._entry.is_symlink())
+
+        def is_file(self) -> bool:
+            if self.name == "link.md":
+                raise PermissionError(13, "Permission denied")
+            return bool(self._entry.is_file())
+
+    class Listing:
+        def __init__(self, path: Any) -> None:
+            self._it = real(path)
+
+        def __enter__(self) -> list[Entry]:
+            return [Entry(e) for e in self._it.__enter__()]
+
+        def __exit__(self, *exc: Any) -> None:
+            self._it.__exit__(*exc)
+
+    monkeypatch.setattr(os, "scandir", Listing)
+    summary = await kb.index_dir(folder)
+    assert summary.deleted == 0 and summary.failed == 1, summary
+    assert link.as_uri() in await stored(kb)
+
+
+async def test_skipped_links_past_the_listed_ones_are_counted(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_app import knowledge
+
+    monkeypatch.setattr(knowledge, "MAX_LISTED_FILE_ERRORS", 2)
+    folder = tmp_path / "docs"
+    note(folder / "real.md", "ほんもの")
+    outside = note(tmp_path / "elsewhere" / "x.md", "そと")
+    for i in range(5):
+        (folder / f"leak{i}.md").symlink_to(outside)
+    summary = await kb.index_dir(folder)
+    assert len(summary.skipped) == 2 and summary.skipped_count == 5, summary
