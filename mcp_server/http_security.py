@@ -45,22 +45,35 @@ def transport_security(host: str, port: int, extra_hosts: list[str]) -> Transpor
     )
 
 
+MIN_TOKEN_CHARS = 16
+
+
 def require_token_for(host: str, token: str) -> None:
+    """Refuse a bind off loopback without a token, and any token too weak to be one (a
+    blank or one-character token satisfied the rule)."""
     if host not in LOOPBACK_HOSTS and not token:
         raise TokenMissingError(
             f"binding {host} lets other machines add and delete knowledge; set RAG_MCP_TOKEN "
             "(clients send it as 'Authorization: Bearer <token>') or bind 127.0.0.1."
         )
+    if token and (len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token)):
+        raise TokenMissingError(
+            f"RAG_MCP_TOKEN must be at least {MIN_TOKEN_CHARS} characters without spaces "
+            "(for example `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)."
+        )
 
 
 def with_bearer_token(app: ASGIApp, token: str) -> ASGIApp:
     """Wrap an ASGI app so that every HTTP request must carry `Authorization: Bearer token`."""
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     async def guarded(scope: Scope, receive: Any, send: Any) -> None:
         if scope.get("type") == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):
+            scheme, _, credentials = given.partition(b" ")
+            # the scheme's name is case-insensitive (RFC 9110 §11.1): `bearer` is `Bearer`
+            right = scheme.lower() == b"bearer" and hmac.compare_digest(credentials, expected)
+            if not right:
                 await send(
                     {
                         "type": "http.response.start",

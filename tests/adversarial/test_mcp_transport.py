@@ -77,14 +77,19 @@ def test_loopback_bind_refuses_foreign_host_and_origin(served: int) -> None:
     assert post(port, {"Host": f"127.0.0.1:{port}", "Origin": "http://evil.example"}) == 403
 
 
-@pytest.mark.parametrize("served", [("0.0.0.0", {"RAG_MCP_TOKEN": "s3cret-token"})], indirect=True)
+@pytest.mark.parametrize(
+    "served", [("0.0.0.0", {"RAG_MCP_TOKEN": "s3cret-token-0123456789"})], indirect=True
+)
 def test_public_bind_needs_the_token_and_still_checks_host(served: int) -> None:
     port = served
     good_host = {"Host": f"0.0.0.0:{port}"}
     assert post(port, good_host) == 401
     assert post(port, {**good_host, "Authorization": "Bearer wrong"}) == 401
-    assert post(port, {**good_host, "Authorization": "Bearer s3cret-token"}) == 200
-    evil = {"Host": "evil.example", "Authorization": "Bearer s3cret-token"}
+    assert post(port, {**good_host, "Authorization": "Bearer s3cret-token-0123456789"}) == 200
+    # the scheme's name is case-insensitive; a prefix of the token is not the token
+    assert post(port, {**good_host, "Authorization": "bearer s3cret-token-0123456789"}) == 200
+    assert post(port, {**good_host, "Authorization": "Bearer s3cret-token"}) == 401
+    evil = {"Host": "evil.example", "Authorization": "Bearer s3cret-token-0123456789"}
     assert post(port, evil) in (400, 421)
 
 
@@ -94,3 +99,12 @@ def test_public_bind_without_a_token_refuses_to_start(tmp_path: Path) -> None:
     assert proc.returncode == 2
     lines = out.decode().strip().splitlines()
     assert lines[-1].startswith("rag-mcp: binding 0.0.0.0") and "RAG_MCP_TOKEN" in lines[-1]
+
+
+@pytest.mark.parametrize("token", ["  ", "x", "short-token", "has a space in it 123"])
+def test_a_token_too_weak_to_be_one_refuses_to_start(tmp_path: Path, token: str) -> None:
+    """A blank or one-character RAG_MCP_TOKEN satisfied "a token is required off loopback"."""
+    proc = start(tmp_path, "0.0.0.0", free_port(), RAG_MCP_TOKEN=token)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert out.decode().strip().splitlines()[-1].startswith("rag-mcp: RAG_MCP_TOKEN must be")
