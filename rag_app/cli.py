@@ -132,6 +132,11 @@ def _crawl_options(args: argparse.Namespace) -> CrawlOptions:
     )
 
 
+STOP_WAIT_SEC = 30.0
+"""After Ctrl-C, how long `rag crawl`/`rag refresh` waits for its job to stop (a page
+being stored is finished first); a second Ctrl-C leaves at once."""
+
+
 async def _follow_job(
     kb: KnowledgeBase,
     job: dict[str, Any],
@@ -145,8 +150,6 @@ async def _follow_job(
     and returns once it has stopped, so the next `rag jobs` shows it cancelled. Without
     `cancel` (a job another client started, `rag jobs --wait`) Ctrl-C stops the wait only."""
     import asyncio
-
-    from rag_app.job_calls import STOP_WAIT_SEC
 
     update, close = progress_reporter(desc, unit)
     try:
@@ -165,10 +168,25 @@ async def _follow_job(
         close()
 
 
-async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    from rag_app.job_calls import start_job
+async def _start_job(kb: KnowledgeBase, start: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """Start a job. A Ctrl-C while the owner is starting it stops it too: the start is let
+    finish (its answer names the job), then the job is cancelled, unless it was another
+    client's job that this start joined."""
+    import asyncio
 
-    job = await start_job(kb, kb.start_crawl(args.url, args.pattern, options=_crawl_options(args)))
+    starting = asyncio.ensure_future(start)
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):  # the service went away: nothing to stop
+            job = await asyncio.wait_for(starting, STOP_WAIT_SEC)
+            if not job.get("joined"):
+                await asyncio.shield(kb.cancel_job(job["id"], interrupted=True))
+        raise
+
+
+async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    job = await _start_job(kb, kb.start_crawl(args.url, args.pattern, options=_crawl_options(args)))
     if args.background:
         print(f"クロールをバックグラウンドで開始しました: ジョブ {job['id']} ({job['target']})")
         print(f"  進み具合: rag jobs / 中止: rag jobs --cancel {job['id']}")
@@ -193,9 +211,7 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
 
 
 async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
-    from rag_app.job_calls import start_job
-
-    job = await start_job(kb, kb.start_refresh())
+    job = await _start_job(kb, kb.start_refresh())
     joined = f"A refresh is already running: job {job['id']}"
     if args.background:
         started = f"Refresh started in the background: job {job['id']}"
@@ -216,7 +232,7 @@ async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
             break  # done, failed, cancelled by a user (or by its starter too often)
         print("The refresh it followed was interrupted by the client that started it; "
               "starting one.", file=sys.stderr)  # fmt: skip
-        job = await start_job(kb, kb.start_refresh())
+        job = await _start_job(kb, kb.start_refresh())
         joined = f"A refresh is already running: job {job['id']}"
     job = followed
     if job["state"] != "done":

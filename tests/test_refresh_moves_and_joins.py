@@ -26,7 +26,6 @@ from rag_app import cli
 from rag_app import refresh as refresh_module
 from rag_app.config import RAGSettings
 from rag_app.errors import RAGError
-from rag_app.job_calls import start_job
 from rag_app.job_journal import JOURNAL_FILE
 from rag_app.knowledge import KnowledgeBase
 from rag_app.refresh_checkpoint import RefreshCheckpoint
@@ -263,7 +262,7 @@ async def test_a_joined_client_is_not_cancelled_by_the_starters_ctrl_c(
         await kb.ingest_from_index(site.url("/docs/index.html"), options=DEEP)
         assert len(await stored(kb)) == 3
         go = hold(site)
-        first = await start_job(kb, kb.start_refresh())
+        first = await cli._start_job(kb, kb.start_refresh())
         second = await kb.start_refresh()
         assert second["joined"] and second["id"] == first["id"]
         joiner = asyncio.ensure_future(kb.refresh_in_job())  # the service's `_refresh`

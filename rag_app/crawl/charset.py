@@ -137,14 +137,18 @@ a terminal log full of colour codes or a man page's overstrikes (backspaces), st
 below."""
 
 
+_GARBLED = re.compile("[\x00-\x07\x0e-\x1a\x1c-\x1f\x7f-\x9f\ufffd]")
+"""Undecodable or control characters: all but tab, line breaks, form feed, backspace
+(overstrike) and escape (colour codes)."""
+
+
 def garbled_kind(text: str) -> str | None:
     """`"binary data (undecodable bytes)"` when the first 8,000 characters of decoded text
     are mostly not text (binary bytes that hold no NUL pass `binary_kind`), else None."""
     head = text[:8000]
     if len(head) < 64:
         return None
-    bad = sum(1 for c in head if c == "\ufffd" or (c < " " and c not in "\t\n\r\f\v\b\x1b"))
-    bad += sum(1 for c in head if "\x7f" <= c <= "\x9f")  # DEL and the C1 controls
+    bad = len(_GARBLED.findall(head))
     return "binary data (undecodable bytes)" if bad > GARBLED_SHARE * len(head) else None
 
 
