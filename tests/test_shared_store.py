@@ -728,6 +728,43 @@ def test_an_owner_running_a_job_does_not_make_way_for_other_settings(
     assert rag(env, "jobs", "--cancel", jobs[0]["id"]).returncode == 0
 
 
+def test_ctrl_c_on_a_real_rag_index_stops_the_services_work(tmp_path: Path) -> None:
+    """Ctrl-C on `rag index` said "interrupted" while the store service went on through the
+    whole folder. The real command asks the service to stop (`stop_if_gone`): the stored
+    count stops growing short of the folder, and the next run finishes it."""
+    import subprocess
+
+    from tests.processes import RAG, full_env
+
+    env = store_env(tmp_path)
+    files = write_notes(tmp_path / "notes", "ci", 60)
+    prefix = (tmp_path / "notes").as_uri()
+
+    def stored() -> int:
+        return sum(1 for s in rag_json(env, "stats")["source_chunks"] if s.startswith(prefix))
+
+    indexing = subprocess.Popen(
+        [RAG, "index", str(tmp_path / "notes")],
+        env=full_env(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while owner_pid(env) is None or stored() == 0:
+        assert time.monotonic() < deadline and indexing.poll() is None
+        time.sleep(0.2)
+    indexing.send_signal(signal.SIGINT)
+    _, err = indexing.communicate(timeout=60)
+    assert indexing.returncode == 130, err
+    time.sleep(2)  # the service notices at its next progress line
+    first = stored()
+    time.sleep(1.5)
+    assert first == stored() < len(files), first
+    again = rag(env, "index", str(tmp_path / "notes"))
+    assert again.returncode == 0 and f"added={len(files) - first}" in again.stdout, again.stdout
+
+
 def test_hostile_raw_requests_to_a_real_service_leave_it_answering_and_the_store_whole(
     tmp_path: Path,
 ) -> None:

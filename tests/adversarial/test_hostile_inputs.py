@@ -7,6 +7,7 @@ correct result), the time it took, and that the server answers another call afte
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -202,6 +203,10 @@ async def test_bogus_charset_and_binary_bodies(
     httpserver.expect_request("/binary.html").respond_with_data(
         b"%PDF-1.7\n" + bytes(range(256)) * 200, content_type="text/html"
     )
+    httpserver.expect_request("/noise.html").respond_with_data(
+        bytes(b for b in random.Random(4).randbytes(3000) if b),
+        content_type="text/html; charset=utf-8",
+    )
     async with rag_mcp(env, tmp_path / "mcp.log") as client:
         ok = await client.call_tool("rag_add", {"url": httpserver.url_for("/bogus.html")})
         assert not ok.is_error, text_of(ok)
@@ -209,6 +214,8 @@ async def test_bogus_charset_and_binary_bodies(
         assert found["bm25_hits"], found
         refused = await client.call_tool("rag_add", {"url": httpserver.url_for("/binary.html")})
         assert "binary" in one_line(refused).lower()
+        noise = await client.call_tool("rag_add", {"url": httpserver.url_for("/noise.html")})
+        assert "undecodable" in one_line(noise)  # no NUL, no signature: it was stored
         await still_answers(client)
     assert "PDF" not in str(rag_json(env, "stats")["sources"])
 
@@ -228,6 +235,13 @@ def test_a_folder_with_bad_files(tmp_path: Path, env: dict[str, str]) -> None:
         "<html><body>" + "<div>" * 6000 + "深い" + "</div>" * 6000 + "</body></html>"
     )
     (folder / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 100)
+    # a bad file whose refusal reads like a storage fault stopped the whole folder
+    (folder / "readonly-notes.md").write_bytes(b"\x00" * 2000)
+    # random bytes without a NUL were stored as text; a link out of the folder was read
+    (folder / "noise.md").write_bytes(bytes(b for b in random.Random(2).randbytes(900) if b))
+    secret = tmp_path / "secret.md"
+    secret.write_text("# ひみつ\n\nしーくれっとのかぎ\n", encoding="utf-8")
+    (folder / "leak.md").symlink_to(secret)
     start = time.monotonic()
     done = rag(env, "index", str(folder))
     assert time.monotonic() - start < 120
@@ -236,10 +250,15 @@ def test_a_folder_with_bad_files(tmp_path: Path, env: dict[str, str]) -> None:
     assert {p.as_uri() for p in good} <= set(stats["sources"])
     assert gone.as_uri() not in stats["sources"]  # still pruned
     assert (folder / "binary.md").as_uri() not in stats["sources"]
-    if done.returncode == 3:  # each failed file is listed with its reason, one line each
-        errors = [ln for ln in done.stderr.splitlines() if ln.startswith("  error: ")]
-        assert errors and all("Traceback" not in ln for ln in errors)
-        assert any("binary.md" in ln for ln in errors)
+    assert done.returncode == 3, done.stderr  # each failed file listed, one line each
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("  error: ")]
+    assert errors and all("Traceback" not in ln for ln in errors)
+    for name in ("binary.md", "readonly-notes.md", "noise.md"):
+        assert any(name in ln for ln in errors), (name, errors)
+        assert (folder / name).as_uri() not in stats["sources"]
+    assert any("leak.md" in ln and "outside the folder" in ln for ln in done.stderr.splitlines())
+    assert (folder / "leak.md").as_uri() not in stats["sources"]
+    assert not rag_json(env, "search", "しーくれっとのかぎ", "--mode", "bm25")["bm25_hits"]
 
 
 async def test_ipv4_translated_ipv6_is_refused_before_any_connection(
