@@ -65,6 +65,7 @@ from rag_app.index.vector_salvage import (
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
 from rag_app.job_journal import JobJournal
 from rag_app.jobs import MAX_CRASHES, Job, JobRegistry
+from rag_app.keyed_locks import KeyedLocks
 from rag_app.limits import (
     MAX_CRAWL_PAGES,
     MAX_LISTED_FILE_ERRORS,
@@ -249,6 +250,7 @@ class KnowledgeBase:
         removes this file once every chunk was checked."""
         self._closing = threading.Event()  # a reindex stops at its next batch
         self._write_lock = asyncio.Lock()
+        self._ingesting = KeyedLocks()  # per source: `ingest_text`
         self._writes: set[asyncio.Future[Any]] = set()
         self._jobs = JobRegistry(settle=self._settle)
         self._open_lock = asyncio.Lock()
@@ -531,8 +533,37 @@ class KnowledgeBase:
         the source is still stored (a refresh). `moving_from`: the same page stored under
         another URL, dropped in the same write, and only while it is still that version
         (a page deleted meanwhile stays deleted, under both URLs).
+
+        Writes of one source take turns: the second (two `rag index` runs of one folder,
+        `rag add` beside a crawl) reads what the first stored and embeds nothing again.
         """
         await self.open()
+        async with self._ingesting.hold(source):
+            return await self._ingest_text(
+                source,
+                text,
+                title=title,
+                kind=kind,
+                metadata=metadata,
+                record_fields=record_fields,
+                on_commit=on_commit,
+                only_if_stored=only_if_stored,
+                moving_from=moving_from,
+            )
+
+    async def _ingest_text(
+        self,
+        source: str,
+        text: str,
+        *,
+        title: str,
+        kind: str,
+        metadata: dict[str, Any] | None,
+        record_fields: dict[str, Any] | None,
+        on_commit: Callable[[IngestResult], object] | None,
+        only_if_stored: bool,
+        moving_from: SourceRecord | None,
+    ) -> IngestResult:
         if self.store.poll_changes:  # another machine's reindex may have switched collections
             await asyncio.to_thread(self.store.catch_up)
         title = shorten(title, MAX_TITLE_CHARS)

@@ -11,9 +11,9 @@ import pytest
 
 import rag_app.crawl.robots as robots
 import rag_app.crawl.throttle as throttle_module
-from rag_app.crawl.keyed_locks import KeyedLocks
 from rag_app.crawl.robots import RobotsCache, RobotsResponse
 from rag_app.crawl.throttle import DomainThrottle
+from rag_app.keyed_locks import KeyedLocks
 
 BOT = "RagKnowledgeBot/0.1"
 

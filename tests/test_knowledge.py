@@ -217,6 +217,19 @@ async def test_reingest_unchanged_costs_no_embedding(
     assert again.unchanged and counting_embed.texts == calls
 
 
+async def test_two_index_runs_of_one_folder_at_once_embed_each_chunk_once(
+    kb: KnowledgeBase, counting_embed: CountingEmbedding, tmp_path: Path
+) -> None:
+    folder = tmp_path / "docs"
+    shutil.copytree(SAMPLES, folder)
+    first, second = await asyncio.gather(kb.index_dir(folder), kb.index_dir(folder))
+    stats = await kb.stats()
+    assert stats.total_chunks == stats.bm25_documents == first.chunks == second.chunks > 0
+    assert counting_embed.texts == stats.total_chunks  # not twice: the second run waited
+    assert first.added + second.added == len(list(folder.iterdir()))
+    assert first.added + first.unchanged == second.added + second.unchanged
+
+
 async def test_changed_page_embeds_only_new_chunks_and_drops_stale(
     kb: KnowledgeBase, counting_embed: CountingEmbedding
 ) -> None:

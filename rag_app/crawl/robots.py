@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 from cachetools import LRUCache
 from protego import Protego
 
-from rag_app.crawl.keyed_locks import KeyedLocks
 from rag_app.errors import RAGError
+from rag_app.keyed_locks import KeyedLocks
 
 log = logging.getLogger(__name__)
 

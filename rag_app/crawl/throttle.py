@@ -7,7 +7,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 
-from rag_app.crawl.keyed_locks import KeyedLocks
+from rag_app.keyed_locks import KeyedLocks
 from rag_app.limits import MAX_CRAWL_DELAY_SEC
 
 SWEEP_MIN_HOSTS = 256

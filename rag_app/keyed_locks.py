@@ -1,4 +1,4 @@
-"""One asyncio lock per key (a host, a robots.txt URL), kept only while in use.
+"""One asyncio lock per key (a host, a robots.txt URL, a source), kept only while in use.
 
 A long-lived crawler meets thousands of hosts; a dict of locks that only grows keeps one
 for each of them for the life of the process. Here a key's lock exists while a task holds
