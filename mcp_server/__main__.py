@@ -102,6 +102,7 @@ def _serve_http(server: Any, host: str, port: int, settings: Any, log_level: str
     """Streamable HTTP with Host/Origin checks on every bind and an optional bearer token."""
     import uvicorn
 
+    from mcp_server.http_deadline import DeadlineH11Protocol
     from mcp_server.http_security import (
         TokenMissingError,
         require_token_for,
@@ -127,7 +128,7 @@ def _serve_http(server: Any, host: str, port: int, settings: Any, log_level: str
         port,
         " (bearer token required)" if token else "",
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level.lower())
+    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), http=DeadlineH11Protocol)
 
 
 if __name__ == "__main__":
