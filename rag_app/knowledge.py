@@ -539,17 +539,24 @@ class KnowledgeBase:
         """
         await self.open()
         async with self._ingesting.hold(source):
-            return await self._ingest_text(
-                source,
-                text,
-                title=title,
-                kind=kind,
-                metadata=metadata,
-                record_fields=record_fields,
-                on_commit=on_commit,
-                only_if_stored=only_if_stored,
-                moving_from=moving_from,
-            )
+            writes: list[asyncio.Future[Any]] = []
+            try:
+                return await self._ingest_text(
+                    source,
+                    text,
+                    title=title,
+                    kind=kind,
+                    metadata=metadata,
+                    record_fields=record_fields,
+                    on_commit=on_commit,
+                    only_if_stored=only_if_stored,
+                    moving_from=moving_from,
+                    writes=writes,
+                )
+            finally:  # a cancelled caller's write goes on (`_locked`): keep the turn till it ends
+                while not all(w.done() for w in writes):
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.wait(writes)
 
     async def _ingest_text(
         self,
@@ -563,6 +570,7 @@ class KnowledgeBase:
         on_commit: Callable[[IngestResult], object] | None,
         only_if_stored: bool,
         moving_from: SourceRecord | None,
+        writes: list[asyncio.Future[Any]],
     ) -> IngestResult:
         if self.store.poll_changes:  # another machine's reindex may have switched collections
             await asyncio.to_thread(self.store.catch_up)
@@ -580,7 +588,9 @@ class KnowledgeBase:
             if record_fields:
                 for key, value in record_fields.items():
                     setattr(old, key, value)
-                await self._locked(self._put_if_stored, old, then=_report(on_commit, same))
+                await self._locked(
+                    self._put_if_stored, old, then=_report(on_commit, same), track=writes
+                )
             elif on_commit is not None:
                 on_commit(same)
             return same
@@ -636,7 +646,7 @@ class KnowledgeBase:
                 return removed
             return self.store.replace_source(source, nodes, record, tokens)
 
-        removed = await self._locked(write, then=committed)
+        removed = await self._locked(write, then=committed, track=writes)
         return result(removed)
 
     def _put_if_stored(self, record: SourceRecord) -> None:
@@ -1350,12 +1360,17 @@ class KnowledgeBase:
         return removed
 
     async def _locked(
-        self, fn: Callable[..., R], *args: Any, then: Callable[[R], object] | None = None
+        self,
+        fn: Callable[..., R],
+        *args: Any,
+        then: Callable[[R], object] | None = None,
+        track: list[asyncio.Future[Any]] | None = None,
     ) -> R:
         """Run a store write in a thread under the write lock, to its end even when the
         caller is cancelled (a cancelled crawl job): the lock is held until the write is
         over, so no other write can start beside a write that is still running. `then`
-        runs once the write is durable, whether or not the caller is still there."""
+        runs once the write is durable, whether or not the caller is still there; the
+        write's task is added to `track`, for a caller that must wait for it anyway."""
 
         async def run() -> R:
             async with self._write_turn():
@@ -1367,6 +1382,8 @@ class KnowledgeBase:
             return value
 
         task = asyncio.ensure_future(run())
+        if track is not None:
+            track.append(task)
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         task.add_done_callback(_consume_outcome)

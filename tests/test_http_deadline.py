@@ -18,6 +18,7 @@ from tests.test_mcp_http import free_port
 
 DEADLINE = 0.6
 CAP = 8
+BIG = 4_000_000
 
 
 class Short(DeadlineH11Protocol):
@@ -37,6 +38,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["path"] == "/slow":
         await asyncio.sleep(3 * DEADLINE)  # answering takes longer than the deadline
     await send({"type": "http.response.start", "status": 200, "headers": []})
+    if scope["path"] == "/stream":  # its end waits until the peer has read the rest
+        await send({"type": "http.response.body", "body": b"x" * BIG, "more_body": True})
+        body = b""
+    elif scope["path"] == "/big":  # whole at once: the answer is over while it is sent
+        body = b"x" * BIG
     await send({"type": "http.response.body", "body": b"ok " + body})
 
 
@@ -132,6 +138,58 @@ async def test_past_the_cap_the_oldest_waiting_connection_goes_and_clients_are_s
         assert b"ok busy" in await asyncio.wait_for(reader.readuntil(b"ok busy"), 10)
     closed = [await closed_within(r, 0.01) for r, _ in flood[:CAP]]
     assert all(closed), closed  # the oldest of the flood went first
+
+
+def non_reader(port: int) -> socket.socket:
+    """Asks for a big answer and never reads it."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(request("/stream"))
+    return sock
+
+
+def slow_reader(port: int) -> tuple[int, float]:
+    """Reads a big answer at ~2 MB/s through a small receive window, so most of it waits
+    in the server's send buffer for longer than the deadline: (bytes of it, seconds)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(request("/big"))  # kept alive: the deadline for a next request runs
+    got, started = 0, time.monotonic()
+    try:
+        while got < BIG and (chunk := sock.recv(65536)):
+            got += chunk.count(b"x")
+            time.sleep(0.03)
+    except ConnectionResetError:
+        pass
+    finally:
+        sock.close()
+    return got, time.monotonic() - started
+
+
+async def test_a_peer_that_reads_no_answer_is_closed_and_a_slow_reader_gets_all(
+    served: tuple[int, uvicorn.Server],
+) -> None:
+    port, server = served
+    held = [non_reader(port) for _ in range(CAP)]
+    for _ in range(100):  # each answer stuck in its send buffer
+        if sum(c.unread() for c in server.server_state.connections) == CAP:
+            break
+        await asyncio.sleep(0.02)
+    assert sum(c.unread() for c in server.server_state.connections) == CAP
+
+    reader, writer = await connect(port)  # past the cap: a non-reader makes room
+    writer.write(request("/", b"client", keep_alive=False))
+    assert b"ok client" in await asyncio.wait_for(reader.read(), 10)
+
+    got, took = await asyncio.to_thread(slow_reader, port)
+    assert got == BIG and took > 2 * DEADLINE, (got, took)  # never cut, however slow
+    for _ in range(200):  # the non-readers are closed without their reading anything
+        if not server.server_state.connections:
+            break
+        await asyncio.sleep(0.02)
+    assert not server.server_state.connections
+    for sock in held:
+        sock.close()
 
 
 def test_a_real_rag_mcp_closes_what_never_sends_a_request(tmp_path: Any) -> None:

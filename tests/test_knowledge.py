@@ -230,6 +230,34 @@ async def test_two_index_runs_of_one_folder_at_once_embed_each_chunk_once(
     assert first.added + first.unchanged == second.added + second.unchanged
 
 
+async def test_a_cancelled_write_keeps_its_sources_turn_until_the_write_ends(
+    kb: KnowledgeBase, counting_embed: CountingEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = "https://example.com/monsters"
+    text = (SAMPLES / "monsters.md").read_text()
+    entered, release = threading.Event(), threading.Event()
+    real = kb.store.replace_source
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kb.store, "replace_source", held)
+    first = asyncio.create_task(kb.ingest_text(url, text, title="図鑑"))
+    await asyncio.to_thread(entered.wait, 30)
+    first.cancel()  # Ctrl-C, a cancelled job: the write under way goes on to its end
+    embedded = counting_embed.texts
+    second = asyncio.create_task(kb.ingest_text(url, text, title="図鑑"))
+    await asyncio.sleep(0.5)
+    assert not second.done()  # it waits for the first write, not only for its caller
+    release.set()
+    again = await second
+    assert again.unchanged and counting_embed.texts == embedded
+    with pytest.raises(asyncio.CancelledError):
+        await first
+
+
 async def test_changed_page_embeds_only_new_chunks_and_drops_stale(
     kb: KnowledgeBase, counting_embed: CountingEmbedding
 ) -> None:
