@@ -538,116 +538,97 @@ class KnowledgeBase:
         `rag add` beside a crawl) reads what the first stored and embeds nothing again.
         """
         await self.open()
+        async with self._source_turn(source) as writes:
+            if self.store.poll_changes:  # another machine's reindex may have switched collections
+                await asyncio.to_thread(self.store.catch_up)
+            title = shorten(title, MAX_TITLE_CHARS)
+            digest = content_hash(title, text, self.settings.rag_embed_context)
+            old = await asyncio.to_thread(self.store.get_source, source)
+            if only_if_stored and old is None:
+                raise _deleted_meanwhile(source)
+            if moving_from is not None and not moving_from.still(
+                await asyncio.to_thread(self.store.get_source, moving_from.source)
+            ):
+                raise _deleted_meanwhile(moving_from.source)
+            if old is not None and old.content_hash == digest and moving_from is None:
+                same = IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
+                if record_fields:
+                    for key, value in record_fields.items():
+                        setattr(old, key, value)
+                    await self._locked(
+                        self._put_if_stored, old, then=_report(on_commit, same), track=writes
+                    )
+                elif on_commit is not None:
+                    on_commit(same)
+                return same
+            now = utc_now_iso()
+            doc_meta: dict[str, Any] = {
+                "source_url": source,
+                "title": title,
+                "indexed_at": now,
+                **(metadata or {}),
+            }
+            doc = Document(text=text, id_=source, metadata=doc_meta)
+            nodes = await self._chunk(doc)
+            embedder = EmbedMissing(self.embed_model, self.store.existing_embeddings)
+            nodes = list(await embedder.acall(nodes))
+            record = SourceRecord(
+                source=source,
+                title=title,
+                content_hash=digest,
+                chunk_count=len(nodes),
+                indexed_at=now,
+                kind=kind,
+                chunk_ids=" ".join(
+                    n.node_id for n in sorted(nodes, key=lambda n: n.metadata.get("chunk_index", 0))
+                ),
+                **(record_fields or {}),
+            )
+            tokens = await in_ingest_lane(self.store.tokenize, nodes)
+
+            def committed(removed: int) -> None:
+                logger.info(
+                    "Ingested %s: %d chunks (%d embedded, %d stale removed)",
+                    source,
+                    len(nodes),
+                    embedder.embedded,
+                    removed,
+                )
+                if on_commit is not None:
+                    on_commit(result(removed))
+
+            def result(removed: int) -> IngestResult:
+                return IngestResult(
+                    source=source, chunks=len(nodes), embedded=embedder.embedded, removed=removed
+                )
+
+            def write() -> int:
+                if only_if_stored and self.store.get_source(source) is None:
+                    raise _deleted_meanwhile(source)  # checked in the write's turn: no race
+                if moving_from is not None:
+                    if not moving_from.still(self.store.get_source(moving_from.source)):
+                        raise _deleted_meanwhile(moving_from.source)
+                    removed = self.store.replace_source(source, nodes, record, tokens)
+                    self.store.delete_source(moving_from.source)
+                    return removed
+                return self.store.replace_source(source, nodes, record, tokens)
+
+            removed = await self._locked(write, then=committed, track=writes)
+            return result(removed)
+
+    @contextlib.asynccontextmanager
+    async def _source_turn(self, source: str) -> AsyncIterator[list[asyncio.Future[Any]]]:
+        """One write of `source` at a time. Yields a list for the write tasks the holder
+        starts (`_locked(track=...)`): a cancelled holder's write goes on to its end, and
+        the turn is kept until it has."""
         async with self._ingesting.hold(source):
             writes: list[asyncio.Future[Any]] = []
             try:
-                return await self._ingest_text(
-                    source,
-                    text,
-                    title=title,
-                    kind=kind,
-                    metadata=metadata,
-                    record_fields=record_fields,
-                    on_commit=on_commit,
-                    only_if_stored=only_if_stored,
-                    moving_from=moving_from,
-                    writes=writes,
-                )
-            finally:  # a cancelled caller's write goes on (`_locked`): keep the turn till it ends
+                yield writes
+            finally:
                 while not all(w.done() for w in writes):
                     with contextlib.suppress(asyncio.CancelledError):
                         await asyncio.wait(writes)
-
-    async def _ingest_text(
-        self,
-        source: str,
-        text: str,
-        *,
-        title: str,
-        kind: str,
-        metadata: dict[str, Any] | None,
-        record_fields: dict[str, Any] | None,
-        on_commit: Callable[[IngestResult], object] | None,
-        only_if_stored: bool,
-        moving_from: SourceRecord | None,
-        writes: list[asyncio.Future[Any]],
-    ) -> IngestResult:
-        if self.store.poll_changes:  # another machine's reindex may have switched collections
-            await asyncio.to_thread(self.store.catch_up)
-        title = shorten(title, MAX_TITLE_CHARS)
-        digest = content_hash(title, text, self.settings.rag_embed_context)
-        old = await asyncio.to_thread(self.store.get_source, source)
-        if only_if_stored and old is None:
-            raise _deleted_meanwhile(source)
-        if moving_from is not None and not moving_from.still(
-            await asyncio.to_thread(self.store.get_source, moving_from.source)
-        ):
-            raise _deleted_meanwhile(moving_from.source)
-        if old is not None and old.content_hash == digest and moving_from is None:
-            same = IngestResult(source=source, chunks=old.chunk_count, unchanged=True)
-            if record_fields:
-                for key, value in record_fields.items():
-                    setattr(old, key, value)
-                await self._locked(
-                    self._put_if_stored, old, then=_report(on_commit, same), track=writes
-                )
-            elif on_commit is not None:
-                on_commit(same)
-            return same
-        now = utc_now_iso()
-        doc_meta: dict[str, Any] = {
-            "source_url": source,
-            "title": title,
-            "indexed_at": now,
-            **(metadata or {}),
-        }
-        doc = Document(text=text, id_=source, metadata=doc_meta)
-        nodes = await self._chunk(doc)
-        embedder = EmbedMissing(self.embed_model, self.store.existing_embeddings)
-        nodes = list(await embedder.acall(nodes))
-        record = SourceRecord(
-            source=source,
-            title=title,
-            content_hash=digest,
-            chunk_count=len(nodes),
-            indexed_at=now,
-            kind=kind,
-            chunk_ids=" ".join(
-                n.node_id for n in sorted(nodes, key=lambda n: n.metadata.get("chunk_index", 0))
-            ),
-            **(record_fields or {}),
-        )
-        tokens = await in_ingest_lane(self.store.tokenize, nodes)
-
-        def committed(removed: int) -> None:
-            logger.info(
-                "Ingested %s: %d chunks (%d embedded, %d stale removed)",
-                source,
-                len(nodes),
-                embedder.embedded,
-                removed,
-            )
-            if on_commit is not None:
-                on_commit(result(removed))
-
-        def result(removed: int) -> IngestResult:
-            return IngestResult(
-                source=source, chunks=len(nodes), embedded=embedder.embedded, removed=removed
-            )
-
-        def write() -> int:
-            if only_if_stored and self.store.get_source(source) is None:
-                raise _deleted_meanwhile(source)  # checked in the write's turn: no race
-            if moving_from is not None:
-                if not moving_from.still(self.store.get_source(moving_from.source)):
-                    raise _deleted_meanwhile(moving_from.source)
-                removed = self.store.replace_source(source, nodes, record, tokens)
-                self.store.delete_source(moving_from.source)
-                return removed
-            return self.store.replace_source(source, nodes, record, tokens)
-
-        removed = await self._locked(write, then=committed, track=writes)
-        return result(removed)
 
     def _put_if_stored(self, record: SourceRecord) -> None:
         """Update a stored record (new ETag, title) unless its source was deleted since
