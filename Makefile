@@ -33,7 +33,7 @@ format: setup
 	$(BIN)/ruff check --fix .
 
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --durations=30
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal --durations=30
 	$(BIN)/python scripts/wheel_check.py
 
 # Build the wheel, install it into a clean venv (offline) and use it outside the repository.
