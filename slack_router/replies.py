@@ -18,6 +18,14 @@ EMPTY_ANSWER = "回答を生成できませんでした。質問を言い換え�
 CONNECTION_LOST = "MCPサーバーとの接続が切れていたため、起動し直しました。もう一度お試しください。"
 SERVER_DOWN = "MCPサーバーに接続できません。時間をおいて再度お試しください。"
 POST_FAILED = "エラー: 返信を投稿できませんでした。時間をおいて再度お試しください。"
+BUSY = "エラー: 質問が立て込んでいます。少し時間をおいてから、もう一度お試しください。"
+
+
+def question_too_long(chars: int, limit: int) -> str:
+    """A question over the length the chat model is given."""
+    return f"エラー: 質問が長すぎます（{chars:,}文字）。{limit:,}文字以内にしてください。"
+
+
 MAX_REPLY_CHARS = 12_000
 """Longer replies are cut here (Slack refuses a message over 40,000 characters and
 advises at most 4,000; a cut answer still reads)."""

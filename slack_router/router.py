@@ -4,10 +4,16 @@
 model. Every post carries `thread_ts` (the message's thread, or the message itself),
 so nothing is ever posted at channel level. Unexpected failures are logged and answered
 with one friendly line; no traceback reaches Slack.
+
+Questions cost model calls, so they are bounded: at most `MAX_QUESTION_CHARS` each, at
+most `MAX_ANSWERING` answered at a time and `MAX_WAITING` more waiting their turn; past
+that a question is answered "busy" at once (a burst of messages, a bot replying to
+itself in a loop, would otherwise start as many model calls and searches as it sends).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
@@ -22,6 +28,12 @@ from slack_router.rag_handler import RagCommandHandler
 logger = logging.getLogger(__name__)
 
 _SEEN_LIMIT = 1000
+MAX_QUESTION_CHARS = 4000
+"""Slack's own advice for a message's length; the chat model gets the question whole."""
+MAX_ANSWERING = 4
+"""Questions answered at once (each a model call and its searches)."""
+MAX_WAITING = 16
+"""Questions waiting for their turn; one more is answered `replies.BUSY`."""
 
 
 class MessageRouter:
@@ -31,6 +43,8 @@ class MessageRouter:
         self._rag = rag
         self._chat = chat
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._answering = asyncio.Semaphore(MAX_ANSWERING)
+        self._waiting = 0  # questions waiting for a turn
 
     def _first_time(self, channel: str, ts: str) -> bool:
         """Slack may deliver one message twice (app_mention + message.im); answer once."""
@@ -89,9 +103,21 @@ class MessageRouter:
             return replies.USAGE
         if self._chat is None:
             return replies.CHAT_DISABLED
+        if len(question) > MAX_QUESTION_CHARS:
+            return replies.question_too_long(len(question), MAX_QUESTION_CHARS)
+        if self._answering.locked() and self._waiting >= MAX_WAITING:
+            logger.warning("%d questions waiting; one more answered busy", self._waiting)
+            return replies.BUSY
+        self._waiting += 1
+        try:
+            await self._answering.acquire()
+        finally:
+            self._waiting -= 1
         try:
             answer = await self._chat.answer(question)
         except Exception as err:
             logger.warning("chat model failed: %s", err)
             return replies.CHAT_FAILED
+        finally:
+            self._answering.release()
         return replies.with_sources(answer.text or replies.EMPTY_ANSWER, answer.sources)

@@ -5,6 +5,7 @@ Checks the spec's output formats and that every reply is posted inside the threa
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -14,10 +15,11 @@ import pytest
 import pytest_asyncio
 
 from slack_router import replies
+from slack_router.chat import ChatAnswer
 from slack_router.mcp_config import parse_servers
 from slack_router.mcp_manager import MCPManager
 from slack_router.rag_handler import RagCommandHandler, count_field
-from slack_router.router import MessageRouter
+from slack_router.router import MAX_ANSWERING, MAX_QUESTION_CHARS, MAX_WAITING, MessageRouter
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -267,3 +269,56 @@ async def test_a_pattern_python_cannot_build_is_a_usage_error(
     await _send(router, slack, f"<@UBOT> rag crawl https://example.com/docs {pattern}")
     (text,) = slack.texts()
     assert text.startswith("エラー: パターンが正しい正規表現ではありません"), text[:200]
+
+
+class HeldChat:
+    """A chat model stand-in that holds every question until released; counts how many
+    it was answering at once."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.running = 0
+        self.most = 0
+        self.release = asyncio.Event()
+
+    async def answer(self, question: str) -> ChatAnswer:
+        self.asked.append(question)
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            await self.release.wait()
+        finally:
+            self.running -= 1
+        return ChatAnswer(text=f"答え: {question}")
+
+
+async def test_questions_are_answered_a_few_at_a_time_and_a_flood_is_told_busy(
+    slack: Any,
+) -> None:
+    chat = HeldChat()
+    router = MessageRouter(RagCommandHandler(None), chat)  # type: ignore[arg-type]
+    flood = MAX_ANSWERING + MAX_WAITING + 5
+    tasks = [
+        asyncio.create_task(
+            router.handle(slack.client(), channel=CHANNEL, ts=f"{TS}{i:03d}", text=f"質問{i}")
+        )
+        for i in range(flood)
+    ]
+    for _ in range(200):  # the 5 past the queue are answered at once, the rest wait
+        if len(slack.posts) == 5 and len(chat.asked) == MAX_ANSWERING:
+            break
+        await asyncio.sleep(0.02)
+    assert slack.texts() == [replies.BUSY] * 5
+    assert len(chat.asked) == MAX_ANSWERING  # no more model calls than that at once
+    chat.release.set()
+    await asyncio.gather(*tasks)
+    assert chat.most == MAX_ANSWERING and len(chat.asked) == flood - 5
+    assert sorted(t for t in slack.texts() if t.startswith("答え")) == sorted(
+        f"答え: 質問{i}" for i in range(flood) if f"質問{i}" in chat.asked
+    )
+    long = "長" * (MAX_QUESTION_CHARS + 1)
+    await router.handle(slack.client(), channel=CHANNEL, ts=f"{TS}999", text=long)
+    assert slack.texts()[-1] == replies.question_too_long(
+        MAX_QUESTION_CHARS + 1, MAX_QUESTION_CHARS
+    )
+    assert long not in chat.asked
