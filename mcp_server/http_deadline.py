@@ -110,6 +110,14 @@ class DeadlineH11Protocol(H11Protocol):
         super().handle_events()
         self._follow()
 
+    def timeout_keep_alive_handler(self) -> None:
+        super().timeout_keep_alive_handler()
+        self._follow()
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        self._disarm()  # the connection is the websocket protocol's from here on
+        super().handle_websocket_upgrade(event)
+
     def on_response_complete(self) -> None:
         self._answered += 1
         super().on_response_complete()
@@ -120,22 +128,22 @@ class DeadlineH11Protocol(H11Protocol):
         return self.conn.their_state in _WAITING and not self.transport.is_closing()
 
     def unread(self) -> bool:
-        """Open, and sending is held up by a peer that has not read what was sent."""
-        return self.flow.write_paused and not self.transport.is_closing()
+        """Sending is held up by a peer that has not read what was sent (also after
+        the connection was closed on our side with bytes still to send)."""
+        held = self.flow.write_paused or self.transport.is_closing()
+        return held and self.transport.get_write_buffer_size() > 0
 
     def _watch_sending(self) -> None:
         """While bytes wait to be sent, look every deadline whether the peer took any."""
-        if self._stall is None and not self.transport.is_closing():
+        if self._stall is None:
             self._left = self.transport.get_write_buffer_size()
             self._resumed = False
             self._stall = self.loop.call_later(self.deadline_sec, self._look)
 
     def _look(self) -> None:
         self._stall = None
-        if self.transport.is_closing():
-            return
         left = self.transport.get_write_buffer_size()
-        if not left and not self.flow.write_paused:  # all sent: a request may be awaited
+        if not left:  # all sent: a request may be awaited (or the close goes through)
             self._follow()
         elif self._resumed or left < self._left:  # the peer is reading, however slowly
             self._watch_sending()
@@ -149,6 +157,8 @@ class DeadlineH11Protocol(H11Protocol):
             self._disarm()
         elif self._deadline is None:
             self._deadline = self.loop.call_later(self.deadline_sec, self._expired)
+        if self.transport.is_closing() and self.transport.get_write_buffer_size():
+            self._watch_sending()  # closed on our side, the rest of an answer to send
 
     def _disarm(self) -> None:
         if self._deadline is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 
 class KeyedLocks:
@@ -27,14 +27,36 @@ class KeyedLocks:
 
     @contextlib.asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
+        release = await self.acquire(key)
+        try:
+            yield
+        finally:
+            release()
+
+    async def acquire(self, key: str) -> Callable[[], None]:
+        """Take `key`'s lock; returns the call that lets go of it (once), for a holder
+        whose turn ends later than its own code does (a write that outlives its caller)."""
         lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
         self._locks[key] = (lock, users + 1)
         try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
+            await lock.acquire()
+        except BaseException:
+            self._leave(key)
+            raise
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                lock.release()
+                self._leave(key)
+
+        return release
+
+    def _leave(self, key: str) -> None:
+        lock, users = self._locks[key]
+        if users <= 1:
+            del self._locks[key]
+        else:
+            self._locks[key] = (lock, users - 1)

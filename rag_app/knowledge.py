@@ -620,15 +620,19 @@ class KnowledgeBase:
     async def _source_turn(self, source: str) -> AsyncIterator[list[asyncio.Future[Any]]]:
         """One write of `source` at a time. Yields a list for the write tasks the holder
         starts (`_locked(track=...)`): a cancelled holder's write goes on to its end, and
-        the turn is kept until it has."""
-        async with self._ingesting.hold(source):
-            writes: list[asyncio.Future[Any]] = []
-            try:
-                yield writes
-            finally:
-                while not all(w.done() for w in writes):
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await asyncio.wait(writes)
+        the turn ends with it, not with the holder (a cancelled crawl job stops at once;
+        the next write of the source still waits for what it stored)."""
+        release = await self._ingesting.acquire(source)
+        writes: list[asyncio.Future[Any]] = []
+        try:
+            yield writes
+        finally:
+            running = [w for w in writes if not w.done()]
+            if running:
+                ended = asyncio.gather(*running, return_exceptions=True)
+                ended.add_done_callback(lambda _: release())
+            else:
+                release()
 
     def _put_if_stored(self, record: SourceRecord) -> None:
         """Update a stored record (new ETag, title) unless its source was deleted since

@@ -140,10 +140,10 @@ async def test_past_the_cap_the_oldest_waiting_connection_goes_and_clients_are_s
     assert all(closed), closed  # the oldest of the flood went first
 
 
-def non_reader(port: int) -> socket.socket:
+def non_reader(port: int, path: str, keep_alive: bool = True) -> socket.socket:
     """Asks for a big answer and never reads it."""
     sock = socket.create_connection(("127.0.0.1", port))
-    sock.sendall(request("/stream"))
+    sock.sendall(request(path, keep_alive=keep_alive))
     return sock
 
 
@@ -170,7 +170,9 @@ async def test_a_peer_that_reads_no_answer_is_closed_and_a_slow_reader_gets_all(
     served: tuple[int, uvicorn.Server],
 ) -> None:
     port, server = served
-    held = [non_reader(port) for _ in range(CAP)]
+    held = [non_reader(port, "/stream") for _ in range(CAP // 2)]  # the answer never ends
+    # the answer ends and the server closes its side, with most of it still to send
+    held += [non_reader(port, "/big", keep_alive=False) for _ in range(CAP // 2)]
     for _ in range(100):  # each answer stuck in its send buffer
         if sum(c.unread() for c in server.server_state.connections) == CAP:
             break
