@@ -207,6 +207,9 @@ ReadingPiece = tuple[int, str, str, int]
 STATS_PAGE_READ_MAX = 1000
 """A stats page of up to this many sources reads their records by id; a larger one reads
 them all (a query naming too many ids can pass SQLite's limit on variables)."""
+WRITES_AT_CLOSE_SEC = 60.0
+"""How long `aclose` waits for writes still running (one write of 64 chunks takes ~0.5 s
+at 100k chunks; a whole page's, a few)."""
 
 
 class KnowledgeBase:
@@ -1623,8 +1626,16 @@ class KnowledgeBase:
         return len(nodes)
 
     async def aclose(self) -> None:
-        """Close the crawler and give up ownership (every write is already durable)."""
+        """Close the crawler and give up ownership, once every write is durable (a
+        write whose caller was cancelled, such as a request cut off by the stop, goes on
+        to its end first: the store must outlive it)."""
         await self.cancel_jobs()
+        if self._writes:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._settle()), WRITES_AT_CLOSE_SEC)
+            except TimeoutError:
+                logger.warning("A store write was still running at close after %g s.",
+                               WRITES_AT_CLOSE_SEC)  # fmt: skip
         if self._crawler is not None:
             await self._crawler.close()
             self._crawler = None

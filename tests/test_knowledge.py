@@ -258,6 +258,39 @@ async def test_a_cancelled_write_keeps_its_sources_turn_until_the_write_ends(
     assert again.unchanged and counting_embed.texts == embedded
 
 
+async def test_closing_waits_for_a_write_whose_caller_was_cancelled(
+    settings: RAGSettings, counting_embed: CountingEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = "https://example.com/monsters"
+    text = (SAMPLES / "monsters.md").read_text()
+    base = KnowledgeBase(settings, embed_model=counting_embed)
+    await base.open()
+    entered, release = threading.Event(), threading.Event()
+    real = base.store.replace_source
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(base.store, "replace_source", held)
+    write = asyncio.create_task(base.ingest_text(url, text, title="図鑑"))
+    await asyncio.to_thread(entered.wait, 30)
+    write.cancel()  # a request cut off by the stop: its write goes on
+    closing = asyncio.create_task(base.aclose())
+    await asyncio.sleep(0.5)
+    assert not closing.done()  # the store outlives the write
+    release.set()
+    await asyncio.wait_for(closing, 30)
+    again = KnowledgeBase(settings, embed_model=counting_embed)
+    await again.open()
+    try:
+        stats = await again.stats()
+        assert stats.source_chunks.get(url, 0) > 0 and stats.total_chunks == stats.bm25_documents
+    finally:
+        await again.aclose()
+
+
 async def test_changed_page_embeds_only_new_chunks_and_drops_stale(
     kb: KnowledgeBase, counting_embed: CountingEmbedding
 ) -> None:
