@@ -230,22 +230,36 @@ async def test_two_index_runs_of_one_folder_at_once_embed_each_chunk_once(
     assert first.added + first.unchanged == second.added + second.unchanged
 
 
+class Gate(threading.Event):
+    """Set to let held writes through; `entered` is set once one is held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+
+
+def hold_writes(base: KnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> Gate:
+    """Make `base`'s source writes wait in their thread until the gate is set."""
+    gate = Gate()
+    real = base.store.replace_source
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        gate.entered.set()
+        gate.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(base.store, "replace_source", held)
+    return gate
+
+
 async def test_a_cancelled_write_keeps_its_sources_turn_until_the_write_ends(
     kb: KnowledgeBase, counting_embed: CountingEmbedding, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = "https://example.com/monsters"
     text = (SAMPLES / "monsters.md").read_text()
-    entered, release = threading.Event(), threading.Event()
-    real = kb.store.replace_source
-
-    def held(*args: Any, **kwargs: Any) -> Any:
-        entered.set()
-        release.wait(30)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(kb.store, "replace_source", held)
+    release = hold_writes(kb, monkeypatch)
     first = asyncio.create_task(kb.ingest_text(url, text, title="図鑑"))
-    await asyncio.to_thread(entered.wait, 30)
+    await asyncio.to_thread(release.entered.wait, 30)
     first.cancel()  # Ctrl-C, a cancelled job: the write under way goes on to its end
     done, _ = await asyncio.wait([first], timeout=2)
     assert first in done and first.cancelled()  # the caller stops at once (a job's cancel)
@@ -265,17 +279,9 @@ async def test_closing_waits_for_a_write_whose_caller_was_cancelled(
     text = (SAMPLES / "monsters.md").read_text()
     base = KnowledgeBase(settings, embed_model=counting_embed)
     await base.open()
-    entered, release = threading.Event(), threading.Event()
-    real = base.store.replace_source
-
-    def held(*args: Any, **kwargs: Any) -> Any:
-        entered.set()
-        release.wait(30)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(base.store, "replace_source", held)
+    release = hold_writes(base, monkeypatch)
     write = asyncio.create_task(base.ingest_text(url, text, title="図鑑"))
-    await asyncio.to_thread(entered.wait, 30)
+    await asyncio.to_thread(release.entered.wait, 30)
     write.cancel()  # a request cut off by the stop: its write goes on
     closing = asyncio.create_task(base.aclose())
     await asyncio.sleep(0.5)
