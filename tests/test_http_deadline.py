@@ -19,6 +19,7 @@ from tests.test_mcp_http import free_port
 DEADLINE = 0.6
 CAP = 8
 BIG = 4_000_000
+HUGE = 12_000_000  # more than the kernel's socket buffers take (4 MB to send on Linux)
 
 
 class Short(DeadlineH11Protocol):
@@ -39,10 +40,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await asyncio.sleep(3 * DEADLINE)  # answering takes longer than the deadline
     await send({"type": "http.response.start", "status": 200, "headers": []})
     if scope["path"] == "/stream":  # its end waits until the peer has read the rest
-        await send({"type": "http.response.body", "body": b"x" * BIG, "more_body": True})
+        await send({"type": "http.response.body", "body": b"x" * HUGE, "more_body": True})
         body = b""
-    elif scope["path"] == "/big":  # whole at once: the answer is over while it is sent
-        body = b"x" * BIG
+    elif scope["path"] in ("/big", "/huge"):  # whole at once: over while it is sent
+        body = b"x" * (BIG if scope["path"] == "/big" else HUGE)
     await send({"type": "http.response.body", "body": b"ok " + body})
 
 
@@ -141,8 +142,10 @@ async def test_past_the_cap_the_oldest_waiting_connection_goes_and_clients_are_s
 
 
 def non_reader(port: int, path: str, keep_alive: bool = True) -> socket.socket:
-    """Asks for a big answer and never reads it."""
-    sock = socket.create_connection(("127.0.0.1", port))
+    """Asks for a huge answer through a small receive window and never reads it."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
     sock.sendall(request(path, keep_alive=keep_alive))
     return sock
 
@@ -172,8 +175,8 @@ async def test_a_peer_that_reads_no_answer_is_closed_and_a_slow_reader_gets_all(
     port, server = served
     held = [non_reader(port, "/stream") for _ in range(CAP // 2)]  # the answer never ends
     # the answer ends and the server closes its side, with most of it still to send
-    held += [non_reader(port, "/big", keep_alive=False) for _ in range(CAP // 2)]
-    for _ in range(100):  # each answer stuck in its send buffer
+    held += [non_reader(port, "/huge", keep_alive=False) for _ in range(CAP // 2)]
+    for _ in range(250):  # each answer stuck in its send buffer
         if sum(c.unread() for c in server.server_state.connections) == CAP:
             break
         await asyncio.sleep(0.02)
