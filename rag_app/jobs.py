@@ -272,17 +272,9 @@ class JobRegistry:
             if notice is not None and job.waiting != told:
                 told = job.waiting
                 notice(told)
-        if (
-            progress is not None
-            and job.state == "done"
-            and job.total
-            and shown
-            != (
-                job.done,
-                job.total,
-            )
-        ):  # the last count, which came with the end
-            progress(job.done, job.total)
+        last = (job.done, job.total)
+        if progress is not None and job.state == "done" and job.total and shown != last:
+            progress(*last)  # the last count, which came with the end
         return job
 
     async def cancel(
