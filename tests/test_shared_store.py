@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import time
@@ -822,3 +823,22 @@ def test_hostile_raw_requests_to_a_real_service_leave_it_answering_and_the_store
     log = (tmp_path / "chroma_db" / ".rag-service.log").read_text(errors="replace")
     assert "Traceback" not in log, log[-2000:]
     assert "connections are open; closed" in log
+
+
+def test_two_rag_index_runs_of_one_folder_at_once_embed_each_file_once(tmp_path: Path) -> None:
+    """Two real `rag index` processes on one folder at the same moment: the service lets
+    each file's second write wait for its first, which then finds it stored."""
+    env = store_env(tmp_path)
+    folder = tmp_path / "notes"
+    write_notes(folder, "twin", 30, words=4, sections=True)
+    assert rag(env, "stats").returncode == 0  # the service is up: both runs start at once
+    runs = [rag_async(env, "index", str(folder)) for _ in range(2)]
+    outs = [run.communicate(timeout=180) for run in runs]
+    assert all(run.returncode == 0 for run in runs), [err for _, err in outs]
+    counts = [dict(re.findall(r"(\w+)=(\d+)", out)) for out, _ in outs]
+    assert sum(int(c["added"]) for c in counts) == 30, counts  # each file stored once
+    assert all(int(c["added"]) + int(c["unchanged"]) == 30 for c in counts), counts
+    log = (tmp_path / "chroma_db" / ".rag-service.log").read_text(encoding="utf-8")
+    embedded = [int(n) for n in re.findall(r"Ingested \S+: \d+ chunks \((\d+) embedded", log)]
+    stats = rag_json(env, "stats")
+    assert sum(embedded) == stats["total_chunks"] == stats["bm25_documents"], embedded
