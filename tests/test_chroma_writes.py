@@ -127,3 +127,31 @@ def test_a_chunk_already_stored_gets_only_its_metadata_written(
     got = {n.node_id: n.metadata["i"] for n in store.get_nodes(["k0", "k5", "k9"])}
     assert got == {"k0": 10, "k5": 15, "k9": 9}
     assert store.unfindable(["k0", "k5", "k9"]) == []
+
+
+def test_a_search_scoped_to_the_most_sources_a_filter_may_name_runs_in_chroma(
+    tmp_path: Path,
+) -> None:
+    """A scope of `MAX_SCOPED_SOURCES` names goes to Chroma as one `$in` filter (no exact
+    copy here) and finds only chunks of those sources; SQLite refuses such a statement
+    above 32,766 names, so the cap must stay below that."""
+    from rag_app.source_scope import MAX_SCOPED_SOURCES
+
+    store = chroma_store.ChromaStore(
+        chromadb.PersistentClient(path=str(tmp_path)), "kb_scope", model_name="m", dimension=3
+    )
+    store.upsert_nodes(
+        [
+            TextNode(
+                id_=f"c{i}",
+                text=f"t{i}",
+                embedding=[1.0, float(i), 0.0],
+                metadata={"source_url": f"https://s.test/{i}"},
+            )
+            for i in range(6)
+        ]
+    )
+    scope = [f"https://s.test/{i}" for i in (1, 4)]
+    scope += [f"https://other.test/{i}" for i in range(MAX_SCOPED_SOURCES - len(scope))]
+    found = store.query_vectors([1.0, 0.0, 0.0], 5, scope)
+    assert sorted(i for i, _ in found.hits) == ["c1", "c4"]
