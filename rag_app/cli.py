@@ -452,10 +452,10 @@ def build_parser() -> argparse.ArgumentParser:
         "index",
         help="index a folder of .md/.markdown/.html/.htm/.txt/.pdf/.docx files (incremental)",
     )
-    p.add_argument("directory")
+    p.add_argument("directory", help="the folder to index (its subfolders too)")
 
     p = sub.add_parser("add", help="fetch one web page and add it")
-    p.add_argument("url")
+    p.add_argument("url", help="the page to fetch (http or https)")
     p.add_argument("--prune", action="store_true", help="remove the page if it is gone (404/410)")
 
     p = sub.add_parser(
@@ -465,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
         "A larger --max-depth follows links further within the start page's site and folder; "
         "--sitemap starts from the site's sitemaps. Ctrl-C cancels; stored pages stay.",
     )
-    p.add_argument("url")
+    p.add_argument("url", help="the index page or site root to start from")
     p.add_argument("pattern", nargs="?", default="", help="regex the page URLs must match")
     p.add_argument(
         "--max-depth", type=int, default=1, help=f"link levels to follow, 1-{MAX_DEPTH} (1)"
@@ -490,12 +490,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("jobs", help="list crawl and refresh jobs, wait for one, or cancel one")
     p.add_argument("--cancel", metavar="ID", help="stop this job (keeps its pages)")
     p.add_argument("--wait", metavar="ID", default="", help="wait for this job to end")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("search", help="search the knowledge base")
-    p.add_argument("query")
+    p.add_argument("query", help="words, a question or an exact name to look for")
     p.add_argument("-n", type=int, default=None, help="number of results (RAG_RETRIEVAL_COUNT)")
-    p.add_argument("--mode", choices=SEARCH_MODES, default=None)
+    p.add_argument(
+        "--mode",
+        choices=SEARCH_MODES,
+        default=None,
+        help="fused (vector and BM25 combined; the default), vector or bm25 alone, "
+        "or separate: both lists side by side",
+    )
     p.add_argument(
         "--source", default=None, help="only this site, URL prefix or folder (e.g. docs.python.org)"
     )
@@ -507,10 +513,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--section", default="", help="heading path (A > B) or heading to read")
     p.add_argument("--offset", type=int, default=0, help="start at this character")
     p.add_argument("--max-chars", type=int, default=None, help="page size (RAG_READ_CHARS)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("delete", help="delete a source (URL or file path)")
-    p.add_argument("source")
+    p.add_argument("source", help="a URL or file path as listed by `rag stats`")
     p.add_argument(
         "-r",
         "--recursive",
@@ -519,17 +525,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("stats", help="show totals and sources")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
     sub.add_parser("reindex", help="re-embed stored text after an embedding model change")
 
     p = sub.add_parser("check", help="compare the keyword index with Chroma chunk by chunk")
     p.add_argument("--repair", action="store_true", help="fix what differs (from Chroma)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("service", help="the background process that owns the store")
     p.add_argument("action", choices=("status", "stop", "run"), help="run: in the foreground")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("completion", help="print a shell completion script (see README)")
     p.add_argument("shell", choices=SHELLS)
