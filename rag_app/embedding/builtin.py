@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -31,6 +32,13 @@ from rag_app.errors import EmbeddingUnavailableError
 
 E5_DIMENSION = 384
 DEFAULT_BUILTIN_BATCH_SIZE = 32
+
+_OVERFLOWING = {0xFDFA: unicodedata.normalize("NFKC", "\ufdfa")}
+"""Characters the engine's normaliser expands past the room it allocates (4 code points
+per UTF-8 byte of input): U+FDFA becomes 18 code points from 3 bytes, and a run of them
+corrupts its heap and kills the process. Of every code point's NFKC form it is the only
+one over that ratio (U+FDFB, the next, is 8 from 3). Written out beforehand it is the
+same text to the model, 18 two-byte letters."""
 
 _load_lock = threading.Lock()
 _model: E5 | None = None
@@ -126,7 +134,9 @@ class BuiltinE5Embedding(ProviderEmbedding):
         model = _load_model()
         out: list[Embedding] = []
         for start in range(0, len(texts), self.embed_batch_size):
-            batch = list(texts[start : start + self.embed_batch_size])
+            batch = [
+                t.translate(_OVERFLOWING) for t in texts[start : start + self.embed_batch_size]
+            ]
             vectors = model.query(batch) if is_query else model.passage(batch)
             out.extend(np.asarray(vectors, dtype=np.float32).tolist())
         return out
