@@ -535,6 +535,26 @@ async def test_a_source_over_the_chunk_cap_is_refused_whole_and_embeds_nothing(
         await base.aclose()
 
 
+async def test_a_source_whose_chunks_hold_too_much_text_is_refused_whole(
+    settings: RAGSettings, counting_embed: CountingEmbedding
+) -> None:
+    """Embedding costs what the chunks' text costs: a page within the chunk cap whose rows
+    each hold 2,000 characters is refused above twice RAG_MAX_DOCUMENT_CHARS."""
+    small = settings.model_copy(update={"rag_max_document_chars": 5000})
+    base = KnowledgeBase(small, embed_model=counting_embed)
+    await base.open()
+    try:
+        rows = "\n".join(f"| row {i} | " + "kettle " * 280 + "|" for i in range(6))
+        text = "| name | text |\n| --- | --- |\n" + rows
+        with pytest.raises(RAGError, match=r"characters of chunks, more than twice"):
+            await base.ingest_text("file:///wide.md", text, title="wide", kind="file")
+        assert counting_embed.texts == 0 and (await base.stats()).total_chunks == 0
+        fits = "| name | text |\n| --- | --- |\n" + "\n".join(rows.splitlines()[:4])
+        assert (await base.ingest_text("file:///fits.md", fits, kind="file")).chunks == 4
+    finally:
+        await base.aclose()
+
+
 async def test_after_an_abnormal_stop_the_open_re_inserts_what_hnsw_lost(
     settings: RAGSettings, counting_embed: CountingEmbedding, docs: Path, monkeypatch: Any
 ) -> None:

@@ -11,6 +11,7 @@ from llama_index.core.schema import MetadataMode
 from rag_app.parsing.chunk import MAX_HEADING_CHARS, MAX_PATH_CHARS
 from rag_app.parsing.content_type import ContentType
 from rag_app.parsing.tables import (
+    MAX_ROW_CHUNK_CHARS,
     TableNodeParser,
     chunk_table_data,
     find_tables,
@@ -204,10 +205,25 @@ def test_later_pieces_of_a_long_row_repeat_a_capped_first_cell() -> None:
     header = ["名前", *[f"能力{i}" for i in range(500)]]
     cells = ["竜" * 100_000, *[str(i) for i in range(500)]]
     texts = row_texts(header, cells, "", chunk_size=200)
-    assert texts[0].startswith(f"名前: {'竜' * 100_000}\n")  # the whole cell, once
-    assert all(t.startswith(f"名前: {'竜' * 195}…\n") for t in texts[1:])
+    assert texts[0].startswith("名前: 竜")
+    assert max(map(len, texts)) <= MAX_ROW_CHUNK_CHARS  # the long cell is cut, not one chunk
+    values = [t for t in texts if "能力" in t]
+    assert all(t.startswith(f"名前: {'竜' * 195}…\n") for t in values)
+    assert "".join(values).count("能力") == 500  # every pair kept
     # Before the cap every piece repeated all 100,000 characters (50 MB for this row).
-    assert sum(map(len, texts[1:])) < 500 * (MAX_HEADING_CHARS + 20)
+    assert sum(map(len, texts)) < 1.2 * 100_000 + 500 * (MAX_HEADING_CHARS + 20)
+
+
+def test_a_row_of_one_huge_cell_is_cut_into_pieces_of_bounded_size() -> None:
+    """A 100 KB cell made one 100 KB chunk, which the embedding model took 30 s over."""
+    text = "word " * 20_000
+    named = row_texts(["名前", "説明"], ["りゅうおう", text], "", 200)
+    bare = row_texts([], [], text, 200)  # a header-less row
+    for texts in (named, bare):
+        assert len(texts) > 40
+        assert max(map(len, texts)) <= MAX_ROW_CHUNK_CHARS
+        assert sum(t.count("word") for t in texts) == 20_000  # cut at spaces, nothing lost
+    assert all(t.startswith("名前: りゅうおう\n") for t in named)
 
 
 def test_runs_of_sentence_columns_are_rejected_in_linear_time() -> None:

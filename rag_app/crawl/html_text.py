@@ -88,6 +88,10 @@ _CJK = "\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff01-\uffef"
 # A source line break between two Japanese characters is not a space (as browsers render it).
 _CJK_BREAK = re.compile(rf"(?<=[{_CJK}])[ \t\r]*\n\s*(?=[{_CJK}])")
 _MAX_COLSPAN = 50
+COLSPAN_REPEAT_CHARS = 100
+"""A cell's text is repeated in each column it spans only up to this length (a title
+row, a shared value); a longer one repeated 50 times turned a 4.8 MB page into 240 MB of
+text and hours of embedding."""
 MAX_NESTING = 32  # lists / quotes inside each other; deeper ones are rendered as plain blocks
 _CELL_PARTS = frozenset({"td", "th", "tr"})
 _BOLD = frozenset({"b", "strong"})
@@ -320,13 +324,18 @@ def _row_cell_tags(tr: Tag) -> list[Tag]:
 
 
 def _row_cells(cells: list[Tag]) -> tuple[list[str], bool]:
-    """Cell texts (colspan repeated) and whether every cell with text is a `<th>` (an
+    """Cell texts (a short one repeated across its colspan, a longer one written once
+    with empty cells after it) and whether every cell with text is a `<th>` (an
     admonition's `| (icon) | Note |` row names the column its text stands in)."""
     texts: list[str] = []
     names = set()
     for cell in cells:
         text = _cell_text(cell)
-        texts.extend([text] * _span(cell))
+        span = _span(cell)
+        if len(text) <= COLSPAN_REPEAT_CHARS:
+            texts.extend([text] * span)
+        else:
+            texts.extend([text, *[""] * (span - 1)])
         if text.strip():
             names.add(cell.name)
     return texts, names == {"th"}

@@ -58,11 +58,25 @@ class TooManyChunksError(RAGError):
         )
 
 
+class TooMuchChunkTextError(RAGError):
+    """A document's chunks hold more text than twice `RAG_MAX_DOCUMENT_CHARS`."""
+
+    def __init__(self, source: str, chars: int, cap: int) -> None:
+        super().__init__(
+            f"{source} makes {chars:,} characters of chunks, more than twice "
+            f"RAG_MAX_DOCUMENT_CHARS ({cap:,}), so it was skipped; raise the setting to "
+            "index it."
+        )
+
+
 class ChunkingNodeParser(NodeParser):
     """A NodeParser whose splitting is a pure `text -> list[Chunk]` function."""
 
     max_chunks: int | None = None
     """A document that makes more chunks is refused (`TooManyChunksError`); None: no cap."""
+    max_chunk_chars: int | None = None
+    """A document whose chunks hold more characters is refused (`TooMuchChunkTextError`):
+    what embedding it costs grows with that text; None: no cap."""
 
     def least_chunks(self, text: str) -> int:
         """A cheap lower bound on how many chunks `text` makes, to refuse it unsplit."""
@@ -104,6 +118,10 @@ class ChunkingNodeParser(NodeParser):
                 # before building nodes (~0.1 ms each): a page of a million tiny chunks
                 # would take minutes to be refused afterwards
                 raise TooManyChunksError(node.node_id, len(chunks), self.max_chunks)
+            if self.max_chunk_chars is not None:
+                chars = sum(len(c.text) for c in chunks)
+                if chars > self.max_chunk_chars:
+                    raise TooMuchChunkTextError(node.node_id, chars, self.max_chunk_chars)
             parsed.extend(self._build_nodes(chunks, node))
         return parsed
 

@@ -203,9 +203,11 @@ class StructuredNodeParser(SizedNodeParser):
     @classmethod
     def from_settings(cls, settings: RAGSettings, **kwargs: Any) -> StructuredNodeParser:
         """Sizes from `RAG_CHUNK_SIZE` / `RAG_CHUNK_OVERLAP` / `RAG_CODE_BLOCK_CHARS`, the
-        cap from `RAG_MAX_CHUNKS_PER_SOURCE`."""
+        caps from `RAG_MAX_CHUNKS_PER_SOURCE` and twice `RAG_MAX_DOCUMENT_CHARS` (the
+        chunks' text: overlaps and repeated row names add to a document's own)."""
         kwargs.setdefault("code_block_chars", settings.rag_code_block_chars)
         kwargs.setdefault("max_chunks", settings.rag_max_chunks_per_source)
+        kwargs.setdefault("max_chunk_chars", 2 * settings.rag_max_document_chars)
         return cls(settings.rag_chunk_size, settings.rag_chunk_overlap, **kwargs)
 
     @classmethod

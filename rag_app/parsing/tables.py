@@ -12,8 +12,9 @@ numbers (same token count, optional header line). The header is the first row un
 that row holds a number; header-less rows are kept as their own text.
 
 Size rule: a row is never cut inside a cell. A row longer than `chunk_size` is split between
-its `header: value` pairs, every piece repeating the first-column line; only a single pair
-(or a header-less row) that alone exceeds the size stays one over-long chunk. Header names,
+its `header: value` pairs, every piece repeating the first-column line; a single pair
+(or a header-less row) that alone exceeds the size stays one over-long chunk, up to
+`MAX_ROW_CHUNK_CHARS`, past which it is cut (at a space where there is one). Header names,
 and the first-column line where later pieces repeat it, are capped like headings
 (`MAX_HEADING_CHARS`): every row repeats them, so a hostile header must not multiply.
 """
@@ -45,6 +46,9 @@ from rag_app.parsing.headings import split_sections
 from rag_app.parsing.prose import prose_chunks
 
 HEADER_JOINER = " | "
+MAX_ROW_CHUNK_CHARS = 2000
+"""A row chunk longer than this is cut: a cell of 100 KB made one chunk the embedding model
+took 30 s over (its cost grows with the text), and thousands of rows like it took hours."""
 CAPTION_MAX_CHARS = 60
 _PIPE = re.compile(r"(?<!\\)\|")
 _GAP = re.compile(r"\t|[ \u3000]{2,}")
@@ -239,15 +243,29 @@ def _pair(header: str, value: str) -> str:
     return f"{header}: {value}" if header else value
 
 
+def _cut(text: str, repeated: str, limit: int = MAX_ROW_CHUNK_CHARS) -> list[str]:
+    """`text` in pieces of at most `limit` characters, cut at the last space before the
+    limit where there is one; pieces after the first start with `repeated`."""
+    if len(repeated) >= limit // 2:  # a prefix that leaves too little room is dropped
+        repeated = ""
+    pieces: list[str] = []
+    while len(text) > limit:
+        room = text.rfind(" ", limit // 2, limit)
+        end = room if room > 0 else limit
+        pieces.append(text[:end].rstrip())
+        text = repeated + text[end:].lstrip()
+    return [*pieces, text]
+
+
 def row_texts(header: Sequence[str], cells: Sequence[str], line: str, chunk_size: int) -> list[str]:
     """The chunk text(s) of one data row (see the module docstring for the size rule)."""
     if not header:
-        return [line.strip()] if line.strip() else []
+        return _cut(line.strip(), "") if line.strip() else []
     # the row's own cells only: a wide header over many short rows cost columns × rows
     first = _pair(header[0], cells[0]) if cells and cells[0] else ""
     rest = [_pair(header[i] if i < len(header) else "", v) for i, v in enumerate(cells) if i and v]
     if not rest:
-        return [first] if first else []
+        return _cut(first, "") if first else []
     prefix = f"{first}\n" if first else ""
     repeated = f"{shorten(first, MAX_HEADING_CHARS)}\n" if first else ""
     texts: list[str] = []
@@ -261,7 +279,7 @@ def row_texts(header: Sequence[str], cells: Sequence[str], line: str, chunk_size
         size += len(item) + (2 if group else 0)
         group.append(item)
     texts.append(prefix + ", ".join(group))
-    return texts
+    return [piece for text in texts for piece in _cut(text, repeated)]
 
 
 def row_key(cells: Sequence[str]) -> str:
