@@ -105,3 +105,35 @@ def zip_with_member(name: str, size: int, method: int = zipfile.ZIP_DEFLATED) ->
     with zipfile.ZipFile(out, "w", compression=method) as archive:
         archive.writestr(name, b"\0" * size)
     return out.getvalue()
+
+
+_CONTENT_TYPES = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><Types xmlns="http://schemas.'
+    'openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="'
+    'application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" '
+    'ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="'
+    'application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>'
+)
+_RELS = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><Relationships xmlns="http://'
+    'schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="'
+    'http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" '
+    'Target="word/document.xml"/></Relationships>'
+)
+
+
+def docx_with_body(body: str) -> bytes:
+    """A minimal .docx whose document body is `body` (WordprocessingML, `w:` prefix)."""
+    ns = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    document = f'<?xml version="1.0" encoding="UTF-8"?><w:document {ns}><w:body>{body}</w:body></w:document>'  # noqa: E501
+    out = BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", _CONTENT_TYPES)
+        z.writestr("_rels/.rels", _RELS)
+        z.writestr("word/document.xml", document)
+    return out.getvalue()
+
+
+def docx_cell(text: str, span: int | None = None) -> str:
+    pr = f'<w:tcPr><w:gridSpan w:val="{span}"/></w:tcPr>' if span else ""
+    return f"<w:tc>{pr}<w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:tc>"

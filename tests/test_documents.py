@@ -7,6 +7,7 @@ import struct
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,8 @@ from rag_app.documents.errors import (
 from rag_app.parsing.router import structured_chunks
 from tests.document_files import (
     docx_bytes,
+    docx_cell,
+    docx_with_body,
     encrypted_pdf,
     pdf_bytes,
     pdf_with_page_count,
@@ -249,6 +252,52 @@ def test_docx_content_controls_merges_and_tracked_changes() -> None:
         "# Stock\n\n| Town | Item |\n| --- | --- |\n| Cantlin | Magic Key |\n"
         "| Cantlin | Silver Shield |\n\nInside a control and inserted ones"
     )
+
+
+_WIDE_DOCX = """
+import resource, sys
+from rag_app.documents import extract_document
+from rag_app.documents.errors import DocumentError
+from tests.document_files import docx_cell, docx_with_body
+resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
+header = "<w:tr>" + docx_cell("h", 64) * 4000 + "</w:tr>"
+body = "<w:tbl>" + header + ("<w:tr>" + docx_cell("x") + "</w:tr>") * 4000 + "</w:tbl>"
+data = docx_with_body(body)
+print(len(data))
+try:
+    extract_document(data, kind="docx", name="wide.docx")
+except DocumentError as err:
+    print(err)
+"""
+
+
+def test_a_tiny_docx_whose_header_spans_a_million_columns_is_refused_in_bounded_memory() -> None:
+    """4,000 header cells spanning 64 columns each over 4,000 one-cell rows: every row was
+    padded to 256,000 cells (a 3 KB file needed over 4 GB). Now rows keep their own cells
+    and the text they make is counted as they are read: one sentence, within 1.5 GB of
+    address space (the interpreter and its libraries take most of that)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WIDE_DOCX],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    size, message = done.stdout.splitlines()[-2:]
+    assert int(size) < 20_000
+    assert "wide.docx has over 2,000,000 characters of text" in message
+
+
+def test_a_long_merged_cell_is_written_once() -> None:
+    body = (
+        "<w:tbl><w:tr>" + docx_cell("name") + docx_cell("note") + docx_cell("more") + "</w:tr>"
+        "<w:tr>" + docx_cell("a") + docx_cell("long " * 100, 2) + "</w:tr>"
+        "<w:tr>" + docx_cell("b") + docx_cell("short", 2) + "</w:tr></w:tbl>"
+    )
+    _title, text = extract_document(docx_with_body(body), kind="docx", name="m.docx")
+    assert text.count("long") == 100
+    assert "| b | short | short |" in text
 
 
 def test_the_readers_load_only_when_a_document_is_read() -> None:

@@ -46,8 +46,13 @@ class Budget:
 
     def spend(self, text: str) -> str:
         """Count `text` against the budget and return it."""
+        self.check_room(len(text))
         self.chars += len(text)
-        if self.chars > self.limits.max_chars:
+        return text
+
+    def check_room(self, chars: int) -> None:
+        """Raise as `spend` would if `chars` more characters were spent (nothing is)."""
+        if self.chars + chars > self.limits.max_chars:
             limit = self.limits.max_chars
             raise DocumentTooLargeError(
                 self.label,
@@ -56,7 +61,6 @@ class Budget:
                 limit,
             )
         self.check_time()
-        return text
 
     def check_time(self) -> None:
         """Raise `DocumentTimeoutError` once the time is up."""

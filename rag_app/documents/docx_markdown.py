@@ -46,6 +46,9 @@ _SKIP = frozenset(
 )
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])")
 _MAX_SPAN = 64  # a hostile gridSpan must not multiply a cell
+REPEAT_CHARS = 100
+"""A merged cell's text is repeated in the columns and rows it covers only up to this
+length (as `rag_app.crawl.html_text.COLSPAN_REPEAT_CHARS` for `colspan`)."""
 _MAX_STYLE_CHAIN = 16
 
 
@@ -177,9 +180,12 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _table_rows(table: Any) -> list[list[str]]:
-    """Cell texts row by row; a merged cell's text in every column and row it covers."""
+def _table_rows(table: Any, budget: Budget) -> list[list[str]]:
+    """Cell texts row by row; a merged cell's text in every column and row it covers when
+    it is short (`REPEAT_CHARS`), else in its first only. The text the rows will make is
+    counted against `budget` as they are read: a few KB of XML may span millions of cells."""
     rows: list[list[str]] = []
+    size = 0
     for tr in _children(table, frozenset({_TR})):
         row: list[str] = []
         for tc in _children(tr, frozenset({_TC})):
@@ -190,26 +196,33 @@ def _table_rows(table: Any) -> list[list[str]]:
             continues = merge is not None and merge.get(_VAL) in (None, "continue")
             above = rows[-1] if rows else []
             if continues and len(above) > len(row):
-                text = above[len(row)]
+                text = above[len(row)] if len(above[len(row)]) <= REPEAT_CHARS else ""
             else:
                 text = _cell(" ".join(paragraph_text(p) for p in tc.iter(_P)))
-            row.extend([text] * max(span, 1))
+            span = max(span, 1)
+            if len(text) <= REPEAT_CHARS:
+                row.extend([text] * span)
+            else:
+                row.extend([text, *[""] * (span - 1)])
+            size += len(text) + 3 * span
+            budget.check_room(size)
         rows.append(row)
     return rows
 
 
-def table_markdown(table: Any) -> str:
-    """A Markdown pipe table (header = first row), or paragraphs for a 1-row/1-column one."""
-    rows = [row for row in _table_rows(table) if any(row)]
+def table_markdown(table: Any, budget: Budget) -> str:
+    """A Markdown pipe table (header = first row), or paragraphs for a 1-row/1-column one.
+    Rows are not padded to the widest (a wide header over many short rows cost columns ×
+    rows: a 3 KB file needed 4 GB); the chunker pairs each row's own cells."""
+    rows = [row for row in _table_rows(table, budget) if any(row)]
     width = max((len(row) for row in rows), default=0)
     if len(rows) < 2 or width < 2:
         return "\n\n".join(cell for row in rows for cell in row if cell)
     lines = []
     for index, row in enumerate(rows):
-        cells = row + [""] * (width - len(row))
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(row) + " |")
         if index == 0:
-            lines.append("|" + " --- |" * width)
+            lines.append("|" + " --- |" * len(row))
     return "\n".join(lines)
 
 
@@ -219,7 +232,7 @@ def _markdown(body: Any, styles: _Styles, budget: Budget) -> tuple[str, str, str
     title = first_heading = previous = ""
     for element in _children(body, frozenset({_P, _TBL})):
         if element.tag == _TBL:
-            kind, text = "table", table_markdown(element)
+            kind, text = "table", table_markdown(element, budget)
         else:
             kind, text = _paragraph_block(element, styles)
         if kind == "title" and not title:
