@@ -260,7 +260,9 @@ class SiteCrawl:
 
     async def _sitemap_pages(self, start: str) -> list[str]:
         """In-scope page URLs of the site's sitemaps (indexes followed, gzip inflated)."""
-        pending = [(url, 0) for url in await self.crawler.sitemap_urls(start)]
+        pending = [(url, 0) for url in dict.fromkeys(await self.crawler.sitemap_urls(start))]
+        queued = {url for url, _ in pending}  # read or waiting: each file queued once
+        not_queued = 0  # named past what can be read (`MAX_SITEMAP_FILES`)
         read: set[str] = set()
         pages: list[str] = []
         failures: list[str] = []
@@ -268,11 +270,9 @@ class SiteCrawl:
         began = time.monotonic()
         while pending and len(read) < MAX_SITEMAP_FILES:
             url, level = pending.pop(0)
-            if url in read:
-                continue
             left = SITEMAP_SECONDS - (time.monotonic() - began)
             if left <= 0:
-                skipped = len({u for u, _ in pending if u not in read} | {url})
+                skipped = len(pending) + 1
                 self._fail(url, f"{skipped} sitemap file(s) not read: {self._sitemaps_took()}")
                 break
             read.add(url)
@@ -291,10 +291,28 @@ class SiteCrawl:
             pages.extend(entries.pages)
             self.summary.over_cap += entries.truncated
             if level < MAX_SITEMAP_NESTING:  # only the site's own: a sitemap sends nowhere
-                nested = [s for s in entries.sitemaps if s not in read and same_site(s, start)]
-                pending.extend((s, level + 1) for s in nested)
+                for nested in entries.sitemaps:
+                    if nested in queued or not same_site(nested, start):
+                        continue
+                    if len(queued) >= MAX_SITEMAP_FILES:  # never read: not kept either
+                        not_queued += 1  # (50,000 names a file, ~1 KB each, 100 files)
+                        continue
+                    queued.add(nested)
+                    pending.append((nested, level + 1))
             if len(pages) >= MAX_SITEMAP_PAGES:
                 break
+        if not_queued:
+            self._fail(
+                start,
+                f"{not_queued:,} more sitemap entries not followed: a crawl reads at most "
+                f"{MAX_SITEMAP_FILES} sitemap files",
+            )
+        if not pages and not failures:
+            raise CrawlError(
+                f"The sitemaps of {start} list no page ({parsed} sitemap file(s) read"
+                + (f", {not_queued:,} more entries not followed" if not_queued else "")
+                + ")."
+            )
         if not pages and failures:
             if parsed:  # an index was read, the files it names were not
                 raise CrawlError(

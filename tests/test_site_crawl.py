@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from rag_app import site_crawl
 from rag_app.config import RAGSettings
 from rag_app.crawl.scope import CrawlScope, page_key
 from rag_app.crawl.sitemap import parse_sitemap
@@ -173,6 +174,17 @@ async def test_depth_one_is_the_index_crawl_of_the_specification(
     assert summary.errors == 1
 
 
+def test_a_listed_url_longer_than_the_crawler_takes_is_counted_not_kept() -> None:
+    long = "http://h/" + "p" * 3_000
+    for body in (
+        f"<urlset><url><loc>{long}</loc></url><url><loc>http://h/a</loc></url></urlset>",
+        f"<sitemapindex><sitemap><loc>{long}</loc></sitemap></sitemapindex>",
+        f"{long}\nhttp://h/a\n",
+    ):
+        entries = parse_sitemap(body.encode(), "http://h/s.xml")
+        assert long not in entries.pages + entries.sitemaps and entries.truncated == 1
+
+
 async def test_sitemap_crawl_gets_every_listed_page_in_scope(
     kb: KnowledgeBase, site: StaticSite
 ) -> None:
@@ -204,6 +216,43 @@ async def test_sitemap_crawl_gets_every_listed_page_in_scope(
 
 async def test_sitemap_missing_is_one_clear_error(kb: KnowledgeBase, site: StaticSite) -> None:
     with pytest.raises(CrawlError, match=r"No sitemap could be read .* 404"):
+        await kb.ingest_from_index(site.url("/docs/"), options=CrawlOptions(sitemap=True))
+
+
+async def test_a_sitemap_index_naming_endless_sitemaps_is_read_in_bounded_memory(
+    kb: KnowledgeBase, site: StaticSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each sitemap index names 5,000 sitemaps: at most `MAX_SITEMAP_FILES` are queued and
+    read, the other entries only counted and reported (every one was kept: 50,000 a file
+    over 100 files held 5 GB); the page a read one lists is crawled."""
+    monkeypatch.setattr(site_crawl, "MAX_SITEMAP_FILES", 5)
+    names = "".join(
+        f"<sitemap><loc>{site.url(f'/maps/{i}.xml')}</loc></sitemap>" for i in range(5_000)
+    )
+    (site.root / "maps").mkdir()
+    for i in range(6):
+        (site.root / "maps" / f"{i}.xml").write_text(f"<sitemapindex>{names}</sitemapindex>")
+    (site.root / "maps" / "0.xml").write_text(
+        f"<urlset><url><loc>{site.url('/docs/index.html')}</loc></url></urlset>"
+    )
+    (site.root / "robots.txt").write_text(f"User-agent: *\nSitemap: {site.url('/maps/1.xml')}\n")
+    summary = await kb.ingest_from_index(site.url("/docs/"), options=CrawlOptions(sitemap=True))
+    assert stored_paths((await kb.stats()).sources, site) == {key_path("/docs/index.html")}
+    read = [p for p in site.paths() if p.startswith("/maps/")]
+    assert sorted(read) == [f"/maps/{i}.xml" for i in range(5)], read
+    reasons = [d["reason"] for d in summary.error_details]
+    assert any("19,980 more sitemap entries not followed" in r for r in reasons), reasons
+
+
+async def test_sitemaps_that_list_no_page_say_so(kb: KnowledgeBase, site: StaticSite) -> None:
+    (site.root / "self.xml").write_text(
+        f"<sitemapindex><sitemap><loc>{site.url('/self.xml')}</loc></sitemap></sitemapindex>"
+    )
+    (site.root / "robots.txt").write_text(f"User-agent: *\nSitemap: {site.url('/self.xml')}\n")
+    with pytest.raises(CrawlError, match=r"sitemaps of .* list no page \(1 sitemap file"):
+        await kb.ingest_from_index(site.url("/docs/"), options=CrawlOptions(sitemap=True))
+    (site.root / "self.xml").write_text("<urlset></urlset>")
+    with pytest.raises(CrawlError, match=r"list no page"):
         await kb.ingest_from_index(site.url("/docs/"), options=CrawlOptions(sitemap=True))
 
 

@@ -21,6 +21,7 @@ from xml.etree.ElementTree import Element
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError, iterparse
 
+from rag_app.crawl.url_safety import MAX_URL_LENGTH
 from rag_app.errors import CrawlError
 
 MAX_SITEMAP_BYTES = 50 * 1024 * 1024
@@ -31,6 +32,8 @@ MAX_DEPTH = 16
 """Element nesting a sitemap may have (the protocol's is 3, extensions add a few)."""
 MAX_ENTRY_ELEMENTS = 10_000
 """Elements inside one entry (a page may list up to 1,000 images, each a few elements)."""
+MAX_LOC_CHARS = MAX_URL_LENGTH
+"""A listed URL longer than the crawler takes is counted as left out, not kept."""
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -82,7 +85,7 @@ def parse_sitemap(data: bytes, url: str, max_urls: int = MAX_SITEMAP_URLS) -> Si
             line = line.strip()
             if not line.startswith(("http://", "https://")):
                 continue
-            if len(entries.pages) >= max_urls:
+            if len(entries.pages) >= max_urls or len(line) > MAX_LOC_CHARS:
                 entries.truncated += 1
             else:
                 entries.pages.append(line)
@@ -127,7 +130,9 @@ def _read_entries(body: bytes, url: str, max_urls: int, entries: SitemapEntries)
         if depth == 1 and root is not None:  # one entry of the root read: keep its <loc>
             inside = 0
             if _local(elem.tag) == wanted and (loc := _loc(elem)):
-                if len(target) >= max_urls:
+                if len(loc) > MAX_LOC_CHARS:
+                    entries.truncated += 1  # no crawl takes such a URL: not kept
+                elif len(target) >= max_urls:
                     entries.truncated += 1
                 else:
                     target.append(loc)
