@@ -69,7 +69,10 @@ def url_spellings(url: str) -> list[str]:
     in lower case, no fragment: `HTTP://Example.com/a#b` is `http://example.com/a`)."""
     if "://" not in url or url.startswith("file://"):
         return [url]
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # `http://[::1`: no stored source is spelled so; it matches none
+        return [url]
     stored = urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path, parts.query, ""))
     forms = [url, quote(url, safe=URL_SAFE), stored, quote(stored, safe=URL_SAFE)]
     return list(dict.fromkeys(forms))

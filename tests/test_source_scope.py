@@ -56,6 +56,9 @@ def test_one_sentence_errors() -> None:
         resolve("  ", ["https://a.test/"])
     with pytest.raises(RAGError, match="longer than"):
         resolve("x" * 5000, ["https://a.test/"])
+    for broken in ("http://[::1", "http://[::1/docs", "https://a.test:99999/"):
+        with pytest.raises(RAGError, match=r"No stored source matches"):  # not ValueError
+            resolve(broken, ["https://a.test/", "http://[::1]/docs/a"])
     many = [f"https://big.test/{i}" for i in range(MAX_SCOPED_SOURCES + 1)]
     with pytest.raises(RAGError, match="narrower"):
         resolve("big.test", many)
