@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rag_app.completion import SHELLS
-from rag_app.console import VersionAction, guarded, progress_reporter, wait_printer
+from rag_app.console import VersionAction, guarded, printable, progress_reporter, wait_printer
 from rag_app.crawl_options import MAX_DEPTH, CrawlOptions
 from rag_app.errors import RAGError
 from rag_app.failure_text import failure_line
@@ -101,11 +101,11 @@ async def _cmd_index(kb: KnowledgeBase, args: argparse.Namespace) -> int:
         + (f" empty={summary.empty}" if summary.empty else "")
     )
     for path, reason in summary.skipped:
-        print(f"  skipped: {path}: {reason}", file=sys.stderr)
+        print(f"  skipped: {printable(f'{path}: {reason}')}", file=sys.stderr)
     if (unlisted := summary.skipped_count - len(summary.skipped)) > 0:
         print(f"  … and {unlisted:,} more files skipped", file=sys.stderr)
     for path, reason in summary.errors:
-        print(f"  error: {path}: {reason}", file=sys.stderr)
+        print(f"  error: {printable(f'{path}: {reason}')}", file=sys.stderr)
     if (unlisted := summary.failed - len(summary.errors)) > 0:
         print(f"  … and {unlisted:,} more files failed (see the service log)", file=sys.stderr)
     return EXIT_PARTIAL if summary.failed or summary.errors else 0
@@ -206,7 +206,7 @@ async def _cmd_crawl(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     summary = CrawlSummary.from_dict(job["result"])
     print("\n  ".join(summary.report_lines()))
     for detail in summary.error_details:
-        print(f"  エラー: {detail['url']}: {detail['reason']}", file=sys.stderr)
+        print("  エラー: " + printable(f"{detail['url']}: {detail['reason']}"), file=sys.stderr)
     return EXIT_PARTIAL if summary.errors else 0
 
 
@@ -248,7 +248,7 @@ async def _cmd_refresh(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     for url in r.removed_urls:
         print(f"  removed (gone): {url}")
     for detail in r.error_details:
-        print(f"  error: {detail['url']}: {detail['reason']}", file=sys.stderr)
+        print("  error: " + printable(f"{detail['url']}: {detail['reason']}"), file=sys.stderr)
     return EXIT_PARTIAL if r.errors else 0
 
 

@@ -43,6 +43,17 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+_CONTROLS |= {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+
+
+def printable(text: str) -> str:
+    """`text` on one terminal line: control characters written as escapes (a file named
+    `a\nerror: b.md` printed two lines, one a forged error; an ESC starts a terminal
+    command)."""
+    return text.translate(_CONTROLS)
+
+
 def guarded(body: Callable[[], int | None], interrupted: str = "interrupted") -> int:
     """Run a command's body and return its exit code, without a traceback when the
     user presses Ctrl-C (exit 130, `interrupted` on stderr) or the reader of stdout goes

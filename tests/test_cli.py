@@ -44,6 +44,22 @@ def test_index_search_stats_delete(env: Path, capsys: pytest.CaptureFixture[str]
     assert json.loads(capsys.readouterr().out)["source_count"] == 3
 
 
+def test_a_file_name_with_a_line_break_is_listed_on_one_line(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failing file named `evil\nerror: fake.md` printed as two lines, the second a
+    forged error; names and reasons are printed with control characters escaped."""
+    (env / "evil\nerror: fake.md").write_bytes(b"\x00" * 64)
+    (env / "bell\x1b[2J.md").write_bytes(b"\x00" * 64)
+    assert main(["index", str(env)]) == cli.EXIT_PARTIAL
+    err = capsys.readouterr().err.splitlines()
+    listed = [line for line in err if "fake.md" in line or "bell" in line]
+    assert len(listed) == 2, err
+    assert all(line.startswith("  error: ") for line in listed)
+    assert any("evil\\nerror: fake.md" in line for line in listed)
+    assert not any("\x1b" in line for line in err)
+
+
 def test_bad_input_is_one_line_and_nonzero(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["index", str(env / "missing")]) == 1
     err = capsys.readouterr().err
