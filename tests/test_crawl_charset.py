@@ -37,6 +37,18 @@ def test_bom_wins_over_everything() -> None:
     assert JAPANESE in text and codec == "utf-8"
 
 
+def test_a_utf32_mark_is_not_read_as_utf16() -> None:
+    """UTF-32LE's mark begins with UTF-16LE's: a short UTF-32 file was stored as UTF-16
+    text full of NULs (a longer one refused as binary)."""
+    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be")):
+        body = bom + "dragon 竜".encode(codec)
+        assert decode_body(body, None, is_html=False) == ("dragon 竜", codec)
+    assert decode_body(codecs.BOM_UTF16_LE + "ab".encode("utf-16-le"), None, is_html=False) == (
+        "ab",
+        "utf-16-le",
+    )
+
+
 def test_undeclared_shift_jis_and_euc_jp_are_guessed() -> None:
     long_text = JAPANESE * 5
     assert decode_body(long_text.encode("cp932"), None, is_html=True) == (long_text, "cp932")

@@ -18,8 +18,10 @@ import re
 
 from charset_normalizer import from_bytes
 
-_BOMS: tuple[tuple[bytes, str], ...] = (
+_BOMS: tuple[tuple[bytes, str], ...] = (  # UTF-32 first: its LE mark begins as UTF-16's
     (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
     (codecs.BOM_UTF16_LE, "utf-16-le"),
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
