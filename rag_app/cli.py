@@ -369,6 +369,7 @@ async def _cmd_check(kb: KnowledgeBase, args: argparse.Namespace) -> int:
             f"{state}: chunks={report.chunks} bm25={report.bm25_documents} "
             f"missing_in_bm25={report.missing_in_bm25} extra_in_bm25={report.extra_in_bm25} "
             f"orphan_records={len(report.orphan_records)} "
+            f"unrecorded_sources={len(report.unrecorded_sources)} "
             f"mixed_sources={len(report.mixed_sources)} "
             f"unfindable_by_vector={report.unfindable_by_vector}/{report.vector_checked}"
             + (

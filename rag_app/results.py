@@ -391,6 +391,9 @@ class CheckReport:
     missing_in_bm25: int = 0
     extra_in_bm25: int = 0
     orphan_records: list[str] = field(default_factory=list)
+    unrecorded_sources: list[str] = field(default_factory=list)
+    """Sources with chunks and no record (a delete or a first write cut off by a crash):
+    no refresh, folder delete or index finds them; a repair records them as changed."""
     mixed_sources: list[str] = field(default_factory=list)
     """Sources whose stored chunks are not the ones their record lists (two machines
     wrote one source at the same moment, each leaving its own version's chunks)."""
@@ -409,7 +412,11 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not (
-            self.missing_in_bm25 or self.extra_in_bm25 or self.orphan_records or self.mixed_sources
+            self.missing_in_bm25
+            or self.extra_in_bm25
+            or self.orphan_records
+            or self.unrecorded_sources
+            or self.mixed_sources
         )
 
     def to_dict(self) -> dict[str, Any]:

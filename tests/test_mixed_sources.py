@@ -4,7 +4,9 @@ wrote it at the same moment) and `--repair` has the next index store it whole ag
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from llama_index.core.schema import TextNode
 
 from rag_app.config import RAGSettings
@@ -82,3 +84,63 @@ async def test_a_write_cut_off_before_its_record_is_stored_again(
         assert half.node_id not in again.store.chroma.ids_for_source(source)
     finally:
         await again.aclose()
+
+
+async def test_a_delete_cut_off_after_its_first_step_is_finished_by_running_it_again(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A stop between deleting a source's chunks and its record (kill -9) leaves the
+    record, so the source is still listed and `rag delete -r` of its folder finishes it.
+    With the record deleted first, the chunks stayed with no record: the folder delete,
+    refresh and check never found them again."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for name in ("a", "b"):
+        (notes / f"{name}.md").write_text(f"# {name}\n\nnotes about {name} kettles.\n")
+    await kb.index_dir(notes)
+    source = (notes / "a.md").absolute().as_uri()
+    chroma = kb.store.chroma
+    steps: list[str] = []
+
+    def step(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            steps.append(name)
+            if len(steps) == 2:
+                raise OSError("stopped")  # the process died here
+            return real(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(chroma, "delete_ids", step("chunks", chroma.delete_ids))
+    monkeypatch.setattr(chroma, "delete_source_record", step("record", chroma.delete_source_record))
+    with pytest.raises(Exception, match="stopped"):
+        await kb.delete_source(str(notes / "a.md"))
+    monkeypatch.undo()
+    await kb.delete_source(str(notes), folder=True)
+    assert not kb.store.chroma.ids_for_source(source)
+    assert (await kb.stats()).sources == []
+    assert (await kb.check()).ok
+
+
+async def test_chunks_no_record_names_are_found_and_recorded_for_the_next_index(
+    kb: KnowledgeBase, tmp_path: Path
+) -> None:
+    """Chunks left without a record (a delete or a first write cut off, by an older
+    version too) were invisible to `rag check`; now they are reported, and a repair
+    records them as changed, so the next index removes a file that is gone."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for name in ("a", "b"):
+        (notes / f"{name}.md").write_text(f"# {name}\n\nnotes about {name} kettles.\n")
+    await kb.index_dir(notes)
+    source = (notes / "a.md").absolute().as_uri()
+    kb.store.chroma.delete_source_record(source)
+    found = await kb.check()
+    assert not found.ok and found.unrecorded_sources == [source], found
+    repaired = await kb.check(repair=True)
+    assert repaired.repaired and source in repaired.to_index_again
+    assert (await kb.check()).ok
+    (notes / "a.md").unlink()
+    summary = await kb.index_dir(notes)
+    assert summary.deleted == 1 and summary.unchanged == 1
+    assert not kb.store.chroma.ids_for_source(source)

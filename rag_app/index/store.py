@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from chromadb.api import ClientAPI
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 
+from rag_app.crawl.pages import utc_now_iso
 from rag_app.index.bm25_index import BM25Document, BM25Index, FieldWeights
 from rag_app.index.change_log import (
     RETENTION_MS,
@@ -456,14 +457,19 @@ class KnowledgeStore:
         return self.log.append(sources, op, self.chroma.collection.name)
 
     def delete_source(self, source: str) -> int:
-        """Remove a source's record and chunks; returns the chunk count."""
+        """Remove a source's chunks, then its record; returns the chunk count.
+
+        The record goes last: a delete cut off in between leaves the record, so the source
+        is still listed and the delete can be run again (the next start drops a record
+        whose chunks are all gone). Deleted first, a cut-off delete left chunks no record
+        named, which no refresh, folder delete or check found again."""
         with self._write_lock, self._timed_write():
             begin = self._logged([source], "begin")
             ids = sorted(set(self.chunk_ids(source)) | set(self.chroma.ids_for_source(source)))
-            self.chroma.delete_source_record(source)
             if ids:
                 self.chroma.delete_ids(ids)
             self.bm25.delete_source(source, cursor=self._claim(begin))
+            self.chroma.delete_source_record(source)
             self._claim(self._logged([source], "delete"))
             return len(ids)
 
@@ -585,6 +591,8 @@ class KnowledgeStore:
             with_chunks = self.chroma.source_ids()
             records = self.chroma.list_sources()
             orphans = [r.source for r in records if r.source not in with_chunks]
+            recorded = {r.source for r in records}
+            unrecorded = sorted(s for s in with_chunks if s not in recorded)
             unlike = [
                 r
                 for r in records
@@ -602,6 +610,7 @@ class KnowledgeStore:
                 missing_in_bm25=len(missing),
                 extra_in_bm25=len(extra),
                 orphan_records=orphans,
+                unrecorded_sources=unrecorded,
                 mixed_sources=[r.source for r in mixed],
                 to_index_again=[r.source for r in unlike if not r.content_hash],
                 vector_checked=len(sample),
@@ -630,8 +639,34 @@ class KnowledgeStore:
                 for source in orphans:
                     self.chroma.delete_source_record(source)
                 report.to_index_again += self._mark_changed(mixed)
+                report.to_index_again += self._adopt(unrecorded, with_chunks)
                 report.repaired = True
             return report
+
+    def _adopt(self, sources: list[str], with_chunks: dict[str, set[str]]) -> list[str]:
+        """Give chunks that no record names a record marked changed, so that they are
+        listed again and the next `rag index`, crawl or refresh stores each source whole or
+        removes it (a file or page gone); a delete or a first write cut off by a crash
+        left them. Nothing is deleted here: they may be a write still going on elsewhere,
+        whose own record then replaces this one."""
+        adopted = []
+        for source in sources:
+            if self.chroma.get_source(source) is not None:
+                continue  # recorded since the check read the records
+            ids = sorted(with_chunks[source])
+            nodes = self.chroma.get_nodes(ids[:1])
+            title = str(nodes[0].metadata.get("title", "")) if nodes else ""
+            kind = "file" if source.startswith("file://") else "web"
+            record = SourceRecord(
+                source=source,
+                title=title,
+                chunk_count=len(ids),
+                indexed_at=utc_now_iso(),
+                kind=kind,
+            )
+            self.chroma.put_source(record)
+            adopted.append(source)
+        return adopted
 
     def _mark_changed(self, records: list[SourceRecord]) -> list[str]:
         """Mark these sources' records changed, so that the next `rag index`, crawl or
