@@ -108,11 +108,29 @@ class StoreOwnerLock:
         """Every lock file is still the one this process locked. A folder removed (or its
         lock file replaced) under a running owner lets another process lock a new file
         there and own the same store beside it."""
-        try:
-            now = [_identity(Path(lock.lock_file)) for lock in self._locks]
-        except OSError:
+        return self.changed() is None
+
+    def changed(self) -> Path | None:
+        """The first folder whose lock file is no longer the one this process locked
+        (the first folder when none is held), else None."""
+        if not self._held:
+            return self.primary
+        for folder, lock, taken in zip(self.dirs, self._locks, self._inodes, strict=True):
+            try:
+                if _identity(Path(lock.lock_file)) != taken:
+                    return folder
+            except OSError:
+                return folder
+        return None
+
+    def republish(self, info: dict[str, Any]) -> bool:
+        """Write `info` again when the published details are gone or not this process's
+        (a user removed `.rag-owner.json`: every client then waited for an owner that
+        never published itself, and `rag service stop` found none). True when rewritten."""
+        if read_info(self.primary).get("pid") == os.getpid():
             return False
-        return bool(self._held) and now == self._inodes
+        self.write_info(info)
+        return True
 
     def write_info(self, info: dict[str, Any]) -> None:
         """Publish how to reach the owner (atomic replace, readable by this user only)."""

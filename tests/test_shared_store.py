@@ -334,6 +334,27 @@ def test_an_owner_whose_folder_is_removed_under_it_steps_down_at_once(
     assert second != first and rag_json(a, "check")["ok"]
 
 
+def test_an_owner_whose_published_details_are_removed_publishes_them_again(
+    tmp_path: Path,
+) -> None:
+    """`.rag-owner.json` deleted under a running owner: clients waited 120 s for an owner
+    that never published itself, then failed, and `rag service stop` said "not running"
+    while it held the store. It is written again within the lock watch's period."""
+    env = store_env(tmp_path)
+    write_notes(tmp_path / "notes", "sigma", 2)
+    assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+    pid = owner_pid(env)
+    assert pid is not None
+    (Path(env["CHROMADB_PERSIST_DIR"]) / ".rag-owner.json").unlink()
+    started = time.monotonic()
+    stats = rag(env, "stats", "--json", timeout=60)
+    assert stats.returncode == 0, stats.stderr
+    assert time.monotonic() - started < 15
+    assert owner_pid(env) == pid  # the same owner, not a second one beside it
+    assert rag(env, "service", "stop").returncode == 0
+    wait_gone(pid, timeout=30)
+
+
 def test_text_written_for_chroma_reads_back_exactly_on_another_machine(
     tmp_path: Path, chroma_server: int
 ) -> None:

@@ -31,7 +31,7 @@ from aiohttp import web
 from rag_app.blas_threads import single_blas_thread
 from rag_app.config import RAGSettings, SettingsError, load_settings
 from rag_app.errors import RAGError, StoreBusyError
-from rag_app.owner_lock import StoreOwnerLock, read_info
+from rag_app.owner_lock import INFO_NAME, StoreOwnerLock, read_info
 from rag_app.service import fields, protocol
 from rag_app.service.connection_cap import ConnectionCap
 from rag_app.startup_gc import started, starting
@@ -82,6 +82,7 @@ class StoreService:
         self.last_activity = time.monotonic()
         self.open_error: BaseException | None = None
         self.heal_marker: Path | None = None  # see _heal_marker
+        self.published: dict[str, Any] = {}  # what `_publish` last wrote
 
     # ------------------------------------------------------------- lifecycle
     async def run(self) -> int:
@@ -109,7 +110,7 @@ class StoreService:
             "fingerprint": protocol.fingerprint(self.settings),
             "started": time.time(),
         }
-        lock.write_info(info)
+        self._publish(lock, info)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop.set)
@@ -120,11 +121,11 @@ class StoreService:
         try:
             await self._open()
             self.last_activity = time.monotonic()  # idle counts from ready, not from start
-            lock.write_info({**info, "state": "ready"})
+            self._publish(lock, {**info, "state": "ready"})
             await self.stop.wait()
         except BaseException as err:  # opening failed: say so to waiting clients, then exit
             logger.error("The store could not be opened: %s", err)
-            lock.write_info({**info, "state": "failed", "error": str(err)})
+            self._publish(lock, {**info, "state": "failed", "error": str(err)})
             await asyncio.sleep(FAILED_LINGER_SEC)  # waiting clients read why, then we go
             code = 1
         finally:
@@ -239,6 +240,11 @@ class StoreService:
                 self.stop.set()
                 return
 
+    def _publish(self, lock: StoreOwnerLock, info: dict[str, Any]) -> None:
+        """Publish how to reach this owner, and keep it to publish again (`_lock_watch`)."""
+        self.published = info
+        lock.write_info(info)
+
     async def _lock_watch(self, lock: StoreOwnerLock) -> None:
         """Exit at once when the store's folder is removed or replaced under this owner
         (`StoreOwnerLock.intact`): the next client locks a new file there and starts a
@@ -246,14 +252,19 @@ class StoreService:
         would (no closing writes) is what the store is built to recover from."""
         while True:
             await asyncio.sleep(LOCK_WATCH_SEC)
-            if not lock.intact():
+            if (folder := lock.changed()) is not None:
                 logger.error(
                     "The store folder %s was removed or replaced while this service owned "
                     "it; stopping at once (the next command starts a new store service).",
-                    lock.primary,
+                    folder,
                 )
                 logging.shutdown()
                 os._exit(75)
+            try:
+                if lock.republish(self.published):
+                    logger.warning("%s was removed; written again.", INFO_NAME)
+            except OSError as err:
+                logger.warning("Could not write %s again: %s", INFO_NAME, err)
 
     async def _drain(self) -> None:
         deadline = time.monotonic() + GRACE_SEC
