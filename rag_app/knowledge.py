@@ -105,7 +105,7 @@ from rag_app.results import (
     hit_overhead,
 )
 from rag_app.site_crawl import SiteCrawl
-from rag_app.storage_errors import storage_error
+from rag_app.storage_errors import check_space, storage_error
 from rag_app.timing import timer
 from rag_app.write_wait import NOTICE, REPEAT_SEC, WriteWait
 
@@ -564,6 +564,7 @@ class KnowledgeBase:
                 elif on_commit is not None:
                     on_commit(same)
                 return same
+            check_space(self.settings)  # before any work: a full disk wedges Chroma
             now = utc_now_iso()
             doc_meta: dict[str, Any] = {
                 "source_url": source,

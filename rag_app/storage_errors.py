@@ -9,6 +9,8 @@ store works again as soon as the cause is gone.
 from __future__ import annotations
 
 import errno
+import shutil
+from pathlib import Path
 
 import httpx
 
@@ -29,6 +31,53 @@ _UNREACHABLE = (
 )
 
 
+MIN_FREE_BYTES = 64 * 1024 * 1024
+"""Below this much free space under a store folder a write is refused before anything is
+embedded, and a storage failure is reported as the full disk it most likely is: Chroma's
+own layer reports ENOSPC as "Failed to apply logs to the metadata segment", then its next
+write wedged until the stall watchdog ended the service, and the store would not open
+until space was freed."""
+
+
+def free_bytes(folder: Path) -> int:
+    """Free space for this user on the file system holding `folder` (or its nearest
+    existing parent)."""
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+def _full_folder(settings: RAGSettings) -> str | None:
+    """The first store folder with less than `MIN_FREE_BYTES` free, else None."""
+    folders = [] if settings.chroma_host else [settings.chromadb_persist_dir]
+    for folder in [*folders, settings.bm25_persist_dir]:
+        try:
+            if free_bytes(Path(folder).expanduser()) < MIN_FREE_BYTES:
+                return folder
+        except OSError:
+            continue
+    return None
+
+
+def _full(settings: RAGSettings) -> StoreUnavailableError:
+    return StoreUnavailableError(
+        f"The disk under {_where(settings)} (or BM25_PERSIST_DIR) is full; free some "
+        "space and run the command again — nothing stored was lost."
+    )
+
+
+def check_space(settings: RAGSettings) -> None:
+    """Refuse a write while a store folder's disk is (nearly) full, before any work."""
+    folder = _full_folder(settings)
+    if folder is not None:
+        free = free_bytes(Path(folder).expanduser()) // (1024 * 1024)
+        raise StoreUnavailableError(
+            f"The disk under {folder} has {free} MB free, less than the "
+            f"{MIN_FREE_BYTES // (1024 * 1024)} MB a write needs; free some space and run "
+            "the command again — nothing stored was lost."
+        )
+
+
 def _where(settings: RAGSettings) -> str:
     if settings.chroma_host:
         return f"the Chroma server at {settings.chroma_host}:{settings.chroma_port}"
@@ -44,10 +93,10 @@ def storage_error(err: BaseException, settings: RAGSettings) -> StoreUnavailable
     text = f"{type(err).__name__}: {err}".lower()
     code = getattr(err, "errno", None)
     if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) or any(m in text for m in _FULL):
-        return StoreUnavailableError(
-            f"The disk under {_where(settings)} (or BM25_PERSIST_DIR) is full; free some "
-            "space and run the command again — nothing stored was lost."
-        )
+        return _full(settings)
+    storage = isinstance(err, OSError) or type(err).__module__.startswith(("chromadb", "sqlite3"))
+    if storage and _full_folder(settings) is not None:  # Chroma hides ENOSPC in its words
+        return _full(settings)
     if code in (errno.EROFS, errno.EACCES, errno.EPERM) or any(m in text for m in _READ_ONLY):
         return StoreUnavailableError(
             f"{_sentence_start(_where(settings))} (or BM25_PERSIST_DIR) cannot be written "

@@ -35,6 +35,7 @@ from rag_app.owner_lock import INFO_NAME, StoreOwnerLock, read_info
 from rag_app.service import fields, protocol
 from rag_app.service.connection_cap import ConnectionCap
 from rag_app.startup_gc import started, starting
+from rag_app.storage_errors import storage_error
 from rag_app.write_wait import NOTICE, Notice, WriteWait
 
 logger = logging.getLogger("rag_app.service")
@@ -124,8 +125,9 @@ class StoreService:
             self._publish(lock, {**info, "state": "ready"})
             await self.stop.wait()
         except BaseException as err:  # opening failed: say so to waiting clients, then exit
-            logger.error("The store could not be opened: %s", err)
-            self._publish(lock, {**info, "state": "failed", "error": str(err)})
+            mapped = storage_error(err, self.settings) if isinstance(err, Exception) else None
+            logger.error("The store could not be opened: %s", mapped or err)
+            self._publish(lock, {**info, "state": "failed", "error": str(mapped or err)})
             await asyncio.sleep(FAILED_LINGER_SEC)  # waiting clients read why, then we go
             code = 1
         finally:
