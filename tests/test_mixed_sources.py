@@ -86,6 +86,16 @@ async def test_a_write_cut_off_before_its_record_is_stored_again(
         await again.aclose()
 
 
+async def _two_notes(kb: KnowledgeBase, tmp_path: Path) -> tuple[Path, str]:
+    """A folder of two indexed notes, and the stored name of the first."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for name in ("a", "b"):
+        (notes / f"{name}.md").write_text(f"# {name}\n\nnotes about {name} kettles.\n")
+    await kb.index_dir(notes)
+    return notes, (notes / "a.md").absolute().as_uri()
+
+
 async def test_a_delete_cut_off_after_its_first_step_is_finished_by_running_it_again(
     kb: KnowledgeBase, tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -93,12 +103,7 @@ async def test_a_delete_cut_off_after_its_first_step_is_finished_by_running_it_a
     record, so the source is still listed and `rag delete -r` of its folder finishes it.
     With the record deleted first, the chunks stayed with no record: the folder delete,
     refresh and check never found them again."""
-    notes = tmp_path / "notes"
-    notes.mkdir()
-    for name in ("a", "b"):
-        (notes / f"{name}.md").write_text(f"# {name}\n\nnotes about {name} kettles.\n")
-    await kb.index_dir(notes)
-    source = (notes / "a.md").absolute().as_uri()
+    notes, source = await _two_notes(kb, tmp_path)
     chroma = kb.store.chroma
     steps: list[str] = []
 
@@ -128,12 +133,7 @@ async def test_chunks_no_record_names_are_found_and_recorded_for_the_next_index(
     """Chunks left without a record (a delete or a first write cut off, by an older
     version too) were invisible to `rag check`; now they are reported, and a repair
     records them as changed, so the next index removes a file that is gone."""
-    notes = tmp_path / "notes"
-    notes.mkdir()
-    for name in ("a", "b"):
-        (notes / f"{name}.md").write_text(f"# {name}\n\nnotes about {name} kettles.\n")
-    await kb.index_dir(notes)
-    source = (notes / "a.md").absolute().as_uri()
+    notes, source = await _two_notes(kb, tmp_path)
     kb.store.chroma.delete_source_record(source)
     found = await kb.check()
     assert not found.ok and found.unrecorded_sources == [source], found
