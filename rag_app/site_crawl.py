@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rag_app.crawl.pages import CrawledPage
 from rag_app.crawl.pages import NotModified as PageNotModified
 from rag_app.crawl.scope import CrawlScope, OutOfScope, page_key
+from rag_app.crawl.sitemap import MAX_LOC_CHARS
 from rag_app.crawl.url_match import same_site
 from rag_app.crawl.url_safety import parse_url
 from rag_app.crawl_checkpoint import CrawlCheckpoint
@@ -260,9 +261,11 @@ class SiteCrawl:
 
     async def _sitemap_pages(self, start: str) -> list[str]:
         """In-scope page URLs of the site's sitemaps (indexes followed, gzip inflated)."""
-        pending = [(url, 0) for url in dict.fromkeys(await self.crawler.sitemap_urls(start))]
+        named = list(dict.fromkeys(await self.crawler.sitemap_urls(start)))
+        pending = [(url, 0) for url in named[:MAX_SITEMAP_FILES]]
         queued = {url for url, _ in pending}  # read or waiting: each file queued once
-        not_queued = 0  # named past what can be read (`MAX_SITEMAP_FILES`)
+        not_queued = len(named) - len(pending)  # entries past what can be read
+        too_long = 0  # listed URLs no crawl takes (`MAX_LOC_CHARS`)
         read: set[str] = set()
         pages: list[str] = []
         failures: list[str] = []
@@ -290,6 +293,7 @@ class SiteCrawl:
             parsed += 1
             pages.extend(entries.pages)
             self.summary.over_cap += entries.truncated
+            too_long += entries.too_long
             if level < MAX_SITEMAP_NESTING:  # only the site's own: a sitemap sends nowhere
                 for nested in entries.sitemaps:
                     if nested in queued or not same_site(nested, start):
@@ -307,9 +311,16 @@ class SiteCrawl:
                 f"{not_queued:,} more sitemap entries not followed: a crawl reads at most "
                 f"{MAX_SITEMAP_FILES} sitemap files",
             )
+        if too_long:
+            self._fail(
+                start,
+                f"{too_long:,} listed URL(s) longer than {MAX_LOC_CHARS:,} characters not crawled",
+            )
         if not pages and not failures:
             raise CrawlError(
-                f"The sitemaps of {start} list no page ({parsed} sitemap file(s) read"
+                f"The sitemaps of {start} list no page that can be crawled ({parsed} sitemap "
+                "file(s) read"
+                + (f", {too_long:,} URL(s) too long" if too_long else "")
                 + (f", {not_queued:,} more entries not followed" if not_queued else "")
                 + ")."
             )

@@ -94,9 +94,6 @@ def storage_error(err: BaseException, settings: RAGSettings) -> StoreUnavailable
     code = getattr(err, "errno", None)
     if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) or any(m in text for m in _FULL):
         return _full(settings)
-    storage = isinstance(err, OSError) or type(err).__module__.startswith(("chromadb", "sqlite3"))
-    if storage and _full_folder(settings) is not None:  # Chroma hides ENOSPC in its words
-        return _full(settings)
     if code in (errno.EROFS, errno.EACCES, errno.EPERM) or any(m in text for m in _READ_ONLY):
         return StoreUnavailableError(
             f"{_sentence_start(_where(settings))} (or BM25_PERSIST_DIR) cannot be written "
@@ -114,5 +111,11 @@ def storage_error(err: BaseException, settings: RAGSettings) -> StoreUnavailable
         return StoreUnavailableError(
             f"{_sentence_start(_where(settings))} cannot be reached; start it (or check "
             "CHROMA_HOST/CHROMA_PORT) and run the command again."
+        )
+    storage = isinstance(err, OSError) or type(err).__module__.startswith(("chromadb", "sqlite3"))
+    if storage and (folder := _full_folder(settings)) is not None:  # Chroma hides ENOSPC
+        return StoreUnavailableError(
+            f"The disk under {folder} is (nearly) full; free some space and run the command "
+            "again — nothing stored was lost."
         )
     return None

@@ -42,6 +42,7 @@ def test_a_utf32_mark_is_not_read_as_utf16() -> None:
     text full of NULs (a longer one refused as binary)."""
     for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be")):
         body = bom + "dragon 竜".encode(codec)
+        assert binary_kind(body) is None  # its NULs are text
         assert decode_body(body, None, is_html=False) == ("dragon 竜", codec)
     assert decode_body(codecs.BOM_UTF16_LE + "ab".encode("utf-16-le"), None, is_html=False) == (
         "ab",

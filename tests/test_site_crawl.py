@@ -182,7 +182,8 @@ def test_a_listed_url_longer_than_the_crawler_takes_is_counted_not_kept() -> Non
         f"{long}\nhttp://h/a\n",
     ):
         entries = parse_sitemap(body.encode(), "http://h/s.xml")
-        assert long not in entries.pages + entries.sitemaps and entries.truncated == 1
+        assert long not in entries.pages + entries.sitemaps
+        assert (entries.too_long, entries.truncated) == (1, 0)  # not the page limit's
 
 
 async def test_sitemap_crawl_gets_every_listed_page_in_scope(
@@ -249,11 +250,42 @@ async def test_sitemaps_that_list_no_page_say_so(kb: KnowledgeBase, site: Static
         f"<sitemapindex><sitemap><loc>{site.url('/self.xml')}</loc></sitemap></sitemapindex>"
     )
     (site.root / "robots.txt").write_text(f"User-agent: *\nSitemap: {site.url('/self.xml')}\n")
-    with pytest.raises(CrawlError, match=r"sitemaps of .* list no page \(1 sitemap file"):
+    with pytest.raises(CrawlError, match=r"list no page that can be crawled \(1 sitemap file"):
         await kb.ingest_from_index(site.url("/docs/"), options=CrawlOptions(sitemap=True))
     (site.root / "self.xml").write_text("<urlset></urlset>")
     with pytest.raises(CrawlError, match=r"list no page"):
         await kb.ingest_from_index(site.url("/docs/"), options=CrawlOptions(sitemap=True))
+    long = site.url("/docs/" + "p" * 3_000 + ".html")
+    (site.root / "self.xml").write_text(f"<urlset><url><loc>{long}</loc></url></urlset>")
+    with pytest.raises(CrawlError, match=r"list no page that can be crawled .* 1 URL\(s\) too"):
+        await kb.ingest_from_index(site.url("/docs/"), options=CrawlOptions(sitemap=True))
+
+
+async def test_sitemap_entries_past_the_limits_are_reported_as_what_they_are(
+    kb: KnowledgeBase, site: StaticSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """robots.txt naming more sitemaps than a crawl reads: the rest are reported, not
+    dropped unsaid; a listed URL too long to crawl is reported as that, not as left out
+    by the page limit."""
+    monkeypatch.setattr(site_crawl, "MAX_SITEMAP_FILES", 2)
+    long = site.url("/docs/" + "p" * 3_000 + ".html")
+    for i in range(4):
+        (site.root / f"m{i}.xml").write_text(
+            f"<urlset><url><loc>{site.url('/docs/index.html')}</loc></url>"
+            f"<url><loc>{long}</loc></url></urlset>"
+        )
+    named = "".join(f"Sitemap: {site.url(f'/m{i}.xml')}\n" for i in range(4))
+    (site.root / "robots.txt").write_text("User-agent: *\n" + named)
+    summary = await kb.ingest_from_index(
+        site.url("/docs/"), options=CrawlOptions(sitemap=True, max_pages=50)
+    )
+    assert sorted(p for p in site.paths() if p.startswith("/m")) == ["/m0.xml", "/m1.xml"]
+    reasons = sorted(d["reason"] for d in summary.error_details)
+    assert reasons == [
+        "2 listed URL(s) longer than 2,048 characters not crawled",
+        "2 more sitemap entries not followed: a crawl reads at most 2 sitemap files",
+    ], reasons
+    assert summary.over_cap == 0 and summary.pages_crawled == 1
 
 
 async def test_bad_limits_and_patterns_fail_before_any_fetch(

@@ -7,6 +7,7 @@ of its own, which an unprivileged test run cannot mount.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,23 @@ def test_a_chroma_failure_on_a_nearly_full_disk_is_named_as_the_full_disk(
     assert storage_error(CHROMA_ON_A_FULL_DISK, settings) is None  # space to spare: as is
     monkeypatch.setattr(storage_errors, "free_bytes", lambda _folder: 5 * 1024 * 1024)
     mapped = storage_error(CHROMA_ON_A_FULL_DISK, settings)
-    assert mapped is not None and "is full; free some space" in str(mapped)
+    assert mapped is not None and "is (nearly) full; free some space" in str(mapped)
+    assert settings.chromadb_persist_dir in str(mapped)  # the folder whose disk it is
     assert storage_error(ValueError("a bug, not the disk"), settings) is None
+    read_only = storage_error(OSError(errno.EROFS, "Read-only file system"), settings)
+    assert read_only is not None and "cannot be written" in str(read_only)  # its own cause
+
+
+def test_on_a_chroma_server_a_nearly_full_disk_names_the_bm25_folder(
+    settings: RAGSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = settings.model_copy(update={"chroma_host": "chroma.test", "chroma_port": 8000})
+    monkeypatch.setattr(storage_errors, "free_bytes", lambda _folder: 5 * 1024 * 1024)
+    refused = storage_error(ConnectionRefusedError(errno.ECONNREFUSED, "refused"), server)
+    assert refused is not None and "cannot be reached" in str(refused)
+    full = storage_error(CHROMA_ON_A_FULL_DISK, server)
+    assert full is not None and server.bm25_persist_dir in str(full)
+    assert "Chroma server" not in str(full)
 
 
 async def test_a_write_is_refused_before_any_work_while_the_disk_is_nearly_full(

@@ -116,8 +116,8 @@ def meta_charset(body: bytes) -> str | None:
 def binary_kind(body: bytes, header_charset: str | None = None) -> str | None:
     """What a body is if it is not text (`"a PDF document"`, …), else None.
 
-    A known file signature, or a NUL byte in the first KB (UTF-16 text, marked by a BOM or
-    a declared charset, has NULs and is not binary).
+    A known file signature, or a NUL byte in the first KB (UTF-16 or UTF-32 text, marked
+    by a BOM or a declared charset, has NULs and is not binary).
     """
     for signature, kind in _SIGNATURES:
         if body.startswith(signature):
@@ -125,9 +125,9 @@ def binary_kind(body: bytes, header_charset: str | None = None) -> str | None:
     head = body[:_SNIFF_BYTES]
     if b"\x00" not in head:
         return None
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return None
-    if (codec_for(header_charset) or "").startswith("utf-16"):
+    if head.startswith(tuple(bom for bom, codec in _BOMS if codec != "utf-8")):
+        return None  # UTF-16 or UTF-32 text, marked
+    if (codec_for(header_charset) or "").startswith(("utf-16", "utf-32")):
         return None
     return "binary data (NUL bytes)"
 

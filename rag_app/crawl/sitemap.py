@@ -45,6 +45,8 @@ class SitemapEntries:
     sitemaps: list[str] = field(default_factory=list)
     truncated: int = 0
     """Entries left out because of `MAX_SITEMAP_URLS`."""
+    too_long: int = 0
+    """URLs left out for being longer than `MAX_LOC_CHARS`."""
 
 
 def inflate(data: bytes, url: str, limit: int = MAX_SITEMAP_BYTES) -> bytes:
@@ -85,7 +87,9 @@ def parse_sitemap(data: bytes, url: str, max_urls: int = MAX_SITEMAP_URLS) -> Si
             line = line.strip()
             if not line.startswith(("http://", "https://")):
                 continue
-            if len(entries.pages) >= max_urls or len(line) > MAX_LOC_CHARS:
+            if len(line) > MAX_LOC_CHARS:
+                entries.too_long += 1
+            elif len(entries.pages) >= max_urls:
                 entries.truncated += 1
             else:
                 entries.pages.append(line)
@@ -131,7 +135,7 @@ def _read_entries(body: bytes, url: str, max_urls: int, entries: SitemapEntries)
             inside = 0
             if _local(elem.tag) == wanted and (loc := _loc(elem)):
                 if len(loc) > MAX_LOC_CHARS:
-                    entries.truncated += 1  # no crawl takes such a URL: not kept
+                    entries.too_long += 1  # no crawl takes such a URL: not kept
                 elif len(target) >= max_urls:
                     entries.truncated += 1
                 else:
