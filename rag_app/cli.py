@@ -70,8 +70,8 @@ def _print_hits(title: str, hits: Sequence[Hit], side: str = "fused") -> None:
             scores = f"bm25={bm25} distance={distance}"
         else:
             scores = f"combined={_fmt(h.combined_score)} distance={distance} bm25={bm25}"
-        print(f"  {rank}. {scores}  {h.source_url}{where}")
-        print(f"     {_preview(h.text)}")
+        print(printable(f"  {rank}. {scores}  {h.source_url}{where}"))
+        print(f"     {printable(_preview(h.text))}")
 
 
 def print_result(result: RetrievalResult) -> None:
@@ -292,7 +292,7 @@ async def _cmd_search(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     elif args.full:
         if not result.confident:
             print(NO_MATCH_NOTE, file=sys.stderr)
-        print(result.context or "no results")
+        print(printable(result.context or "no results", lines=True))
     else:
         print_result(result)
     return 0
@@ -309,12 +309,13 @@ async def _cmd_read(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(page.to_dict(), ensure_ascii=False, indent=2))
         return 0
-    print(page.text)
+    print(printable(page.text, lines=True))
     if not page.section and len(page.sections) > 1 and page.offset == 0:
         shown = page.sections[:LISTED_SECTIONS]
         more = len(page.sections) - len(shown)
         print(
-            f"\n(sections: {' / '.join(shown)}{f' / … {more} more (--json)' if more else ''}; "
+            f"\n(sections: {printable(' / '.join(shown))}"
+            f"{f' / … {more} more (--json)' if more else ''}; "
             "read one with --section)",
             file=sys.stderr,
         )
@@ -345,7 +346,7 @@ async def _cmd_stats(kb: KnowledgeBase, args: argparse.Namespace) -> int:
     print(f"     BM25 文書数: {stats.bm25_documents}")
     print(f"     ベクトルストア: {stats.vector_store}")
     for src in stats.sources:
-        print(f"       - {src}")
+        print(f"       - {printable(src)}")
     return 0
 
 

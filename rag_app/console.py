@@ -47,11 +47,15 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
 _CONTROLS |= {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
 
 
-def printable(text: str) -> str:
-    """`text` on one terminal line: control characters written as escapes (a file named
-    `a\nerror: b.md` printed two lines, one a forged error; an ESC starts a terminal
-    command)."""
-    return text.translate(_CONTROLS)
+_CONTROLS_IN_LINES = {c: e for c, e in _CONTROLS.items() if c not in (ord("\n"), ord("\t"))}
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """`text` safe for a terminal: control characters written as escapes (a file named
+    `a\nerror: b.md` printed two lines, one a forged error; an ESC in a page's text starts
+    a terminal command: clearing the screen, retitling the window, writing the clipboard).
+    With `lines`, line breaks and tabs are kept (a passage, a page read whole)."""
+    return text.translate(_CONTROLS_IN_LINES if lines else _CONTROLS)
 
 
 def guarded(body: Callable[[], int | None], interrupted: str = "interrupted") -> int:

@@ -60,6 +60,33 @@ def test_a_file_name_with_a_line_break_is_listed_on_one_line(
     assert not any("\x1b" in line for line in err)
 
 
+def test_terminal_commands_in_stored_text_are_printed_as_escapes(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A page or file holding ESC sequences (clear the screen, set the window title) had
+    them printed raw by `rag search` and `rag read`, so a crawled page ran commands in the
+    user's terminal."""
+    note = env / "escapes.md"
+    note.write_text(
+        "# Kettle \x1b]0;owned\x07 guide\n\nThe zebrakettle \x1b[2J boils water.\n\nLine two.\n"
+    )
+    assert main(["index", str(env)]) == 0
+    capsys.readouterr()
+    for argv in (
+        ["search", "zebrakettle"],
+        ["search", "zebrakettle", "--full"],
+        ["read", str(note)],
+    ):
+        assert main(argv) == 0
+        out = capsys.readouterr()
+        printed = out.out + out.err
+        assert "zebrakettle" in printed, argv
+        assert "\x1b" not in printed and "\x07" not in printed, argv
+        assert "\\x1b[2J" in printed, argv
+    assert main(["read", str(note)]) == 0
+    assert "\n\nLine two." in capsys.readouterr().out  # a page read whole keeps its lines
+
+
 def test_bad_input_is_one_line_and_nonzero(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["index", str(env / "missing")]) == 1
     err = capsys.readouterr().err
