@@ -12,6 +12,7 @@ import logging
 from mcp.types import CallToolResult, TextContent
 
 from rag_app.config import SettingsError
+from rag_app.console import printable
 from rag_app.errors import RAGError
 from rag_app.failure_text import failed, failure_line
 
@@ -38,5 +39,6 @@ def error_message(tool: str, exc: BaseException) -> str:
 def error_result(tool: str, exc: BaseException) -> CallToolResult:
     """An `isError` result for the client; the structured content is left out on errors."""
     return CallToolResult(
-        content=[TextContent(type="text", text=error_message(tool, exc))], is_error=True
+        content=[TextContent(type="text", text=printable(error_message(tool, exc)))],
+        is_error=True,
     )

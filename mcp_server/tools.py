@@ -43,6 +43,7 @@ from mcp_server.schemas import (
     SearchOutput,
     StatsOutput,
 )
+from rag_app.console import printable
 from rag_app.crawl_options import MAX_DEPTH
 from rag_app.jobs import outcome_of
 from rag_app.results import CrawlSummary
@@ -190,8 +191,10 @@ def _app(ctx: Ctx) -> AppContext:
 
 
 def _ok(text: str, structured: BaseModel) -> CallToolResult:
+    """The text for the client with control characters from stored pages escaped (a
+    client may show it in a terminal), line breaks kept; the structured content as is."""
     return CallToolResult(
-        content=[TextContent(type="text", text=text)],
+        content=[TextContent(type="text", text=printable(text, lines=True))],
         structured_content=structured.model_dump(mode="json"),
     )
 

@@ -427,6 +427,24 @@ async def test_private_address_is_refused_by_default(
     assert "127.0.0.1" in message and "\n" not in message
 
 
+async def test_terminal_commands_in_stored_text_reach_the_client_as_escapes(
+    kb: KnowledgeBase, settings: RAGSettings
+) -> None:
+    """A client may show a tool's text in a terminal: an ESC sequence a crawled page held
+    is written as an escape there (the structured content keeps the stored text)."""
+    url = "https://ex.test/escapes"
+    await kb.ingest_text(url, "# Zebrakettle \x1b]0;owned\x07\n\nzebrakettle \x1b[2J boils.\n")
+    async with connect(kb, settings) as client:
+        found = await client.call_tool("rag_search", {"query": "zebrakettle"})
+        read = await client.call_tool("rag_read", {"source": url})
+    for result in (found, read):
+        assert not result.is_error, text_of(result)
+        text = text_of(result)
+        assert "zebrakettle" in text and "\x1b" not in text and "\x07" not in text
+        assert "\\x1b[2J" in text
+    assert "\x1b[2J" in found.structured_content["hits"][0]["text"]
+
+
 async def test_search_scoped_to_a_source_and_read_a_whole_source(
     kb: KnowledgeBase, settings: RAGSettings
 ) -> None:
