@@ -11,6 +11,7 @@ import random
 import re
 import signal
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -332,6 +333,53 @@ def test_an_owner_whose_folder_is_removed_under_it_steps_down_at_once(
     assert stats["bm25_documents"] == stats["total_chunks"] > 0
     second = json.loads((folder / ".rag-owner.json").read_text())["pid"]
     assert second != first and rag_json(a, "check")["ok"]
+
+
+async def test_a_stopping_owner_takes_no_new_request_and_its_clients_go_to_the_next(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM while eight searches at a time keep coming: the owner used to take new
+    requests for its whole 10 s grace and cut the last ones off ("stopped while handling");
+    now it refuses them unstarted, so it stops at once, and every search is answered, the
+    last ones by the next owner."""
+    import signal
+
+    from rag_app.config import load_settings
+    from rag_app.pids import alive
+    from rag_app.service.launcher import connect
+
+    env = store_env(tmp_path)
+    notes = write_notes(tmp_path / "notes", "tau", 2)
+    assert rag(env, "index", str(tmp_path / "notes")).returncode == 0
+    settings = load_settings(**{k.lower(): v for k, v in env.items() if k != "OMP_NUM_THREADS"})
+    client = await connect(settings)
+    pid = owner_pid(env)
+    assert pid is not None and client.owner_pid == pid
+    stop = asyncio.Event()
+    answered: list[str] = []
+
+    async def searches() -> None:
+        while not stop.is_set():
+            found = await client.retrieve("tau1tok0")
+            answered.append(found.hits[0].source_url)
+
+    try:
+        workers = [asyncio.create_task(searches()) for _ in range(8)]
+        await asyncio.sleep(2)
+        os.kill(pid, signal.SIGTERM)
+        asked = time.monotonic()
+        while alive(pid) and time.monotonic() - asked < 30:
+            await asyncio.sleep(0.02)
+        took = time.monotonic() - asked
+        await asyncio.sleep(1)
+        stop.set()
+        await asyncio.gather(*workers)  # none failed
+    finally:
+        await client.aclose()
+    assert took < 5, f"the stop took {took:.1f} s"
+    assert len(answered) > 20 and len(set(answered)) == 1  # the same from both owners
+    assert answered[0] in {n.as_uri() for n in notes}
+    assert owner_pid(env) not in (None, pid)  # the next owner answered the last ones
 
 
 def test_an_owner_whose_published_details_are_removed_publishes_them_again(
@@ -754,7 +802,6 @@ def test_ctrl_c_on_a_real_rag_index_stops_the_services_work(tmp_path: Path) -> N
     """Ctrl-C on `rag index` said "interrupted" while the store service went on through the
     whole folder. The real command asks the service to stop (`stop_if_gone`): the stored
     count stops growing short of the folder, and the next run finishes it."""
-    import subprocess
 
     from tests.processes import RAG, full_env
 

@@ -45,6 +45,15 @@ class _Lost(Exception):
     """The connection broke after the request was sent."""
 
 
+class _NotStarted(Exception):
+    """The owner is stopping and did not start the request: the next owner may take it."""
+
+
+NOT_STARTED_RETRIES = 3
+"""Owners a request not started is sent to before giving up (each found by `find_owner`,
+which waits for a stopping owner to go and starts the next)."""
+
+
 def _tell(show: Callable[..., None], *args: Any) -> None:
     """Pass on progress or a waiting note; a display that fails (stderr gone, disk full)
     must not turn a write the service goes on with into an error here."""
@@ -78,7 +87,12 @@ class StoreClient:
             # The service sends a line at least every few seconds (progress or heartbeat),
             # so silence this long means it hangs.
             silent = max(60.0, 2 * self.settings.rag_store_stall_sec)
+            # No pool limit: a waited crawl holds its connection for hours, and aiohttp's
+            # default of 100 left the 101st call (a search) waiting for one to end. Each
+            # request has a connection of its own (loopback: ~0.1 ms to open), so none sits
+            # idle where the service's connection cap could close it under a new request.
             self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, force_close=True),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=silent),
                 read_bufsize=1 << 20,
             )
@@ -97,10 +111,22 @@ class StoreClient:
     async def _call(
         self, name: str, body: dict[str, Any], progress: Progress | None = None, *, safe: bool
     ) -> Any:
-        """POST one request; `safe` requests (reads) are retried once if cut off."""
-        for attempt in (1, 2):
+        """POST one request; `safe` requests (reads) are retried once if cut off, and any
+        request a stopping owner did not start goes to the next owner."""
+        not_started = 0
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 return await self._post(name, body, progress)
+            except _NotStarted:
+                not_started += 1
+                attempt -= 1  # nothing was done: it does not count as a try
+                if not_started > NOT_STARTED_RETRIES:
+                    raise ServiceError(
+                        "The store service kept stopping before it took the request; "
+                        "run the command again."
+                    ) from None
             except (aiohttp.ClientConnectorError, _Unauthorised):
                 if attempt == 2:
                     raise ServiceError(
@@ -114,7 +140,6 @@ class StoreClient:
                         "committed is kept. Run the command again."
                     ) from None
             await self._reconnect()
-        raise AssertionError("unreachable")
 
     async def _post(self, name: str, body: dict[str, Any], progress: Progress | None) -> Any:
         headers = {protocol.TOKEN_HEADER: f"Bearer {self._info.get('token', '')}"}
@@ -122,6 +147,8 @@ class StoreClient:
             async with self._get_session().post(self._url(name), json=body, headers=headers) as r:
                 if r.status == 401:
                     raise _Unauthorised
+                if r.status == protocol.STOPPING_STATUS:
+                    raise _NotStarted
                 if r.status != 200:
                     raise ServiceError(f"The store service refused the request (HTTP {r.status}).")
                 while raw := await r.content.readline(max_line_length=MAX_REPLY_LINE):
@@ -142,7 +169,7 @@ class StoreClient:
                         return message["result"]
                     elif "error" in message:
                         raise protocol.error_from(message["error"])
-        except (aiohttp.ClientConnectorError, RAGError, _Unauthorised):
+        except (aiohttp.ClientConnectorError, RAGError, _Unauthorised, _NotStarted):
             raise
         except LineTooLong:
             raise ServiceError(

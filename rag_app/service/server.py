@@ -54,6 +54,7 @@ connections that never send a request could use up the service's file descriptor
 Longer than aiohttp clients keep an idle connection (15 s), so a client's request never
 meets a connection the service is closing."""
 LOCK_WATCH_SEC = 2.0
+
 """How often the owner checks that its lock files are still the ones it locked."""
 VECTOR_CHECK_PENDING = ".rag-vector-check-pending"
 """In the store folder while the vector index still needs checking after an abnormal stop."""
@@ -325,6 +326,8 @@ class StoreService:
 
     async def _health(self, request: web.Request) -> web.Response:
         state = "ready" if self.kb is not None else "failed" if self.open_error else "starting"
+        if self.stop.is_set():
+            state = "stopping"  # clients wait for the next owner
         nonce = request.query.get("nonce", "")[:128]
         return web.json_response(
             {
@@ -361,6 +364,8 @@ class StoreService:
         (`KnowledgeBase._locked`), nothing further starts."""
 
         async def handle(request: web.Request) -> web.StreamResponse:
+            if self.stop.is_set():  # not started: the client sends it to the next owner
+                return web.json_response({"error": "stopping"}, status=protocol.STOPPING_STATUS)
             self.last_activity = time.monotonic()
             try:  # a body that stops coming in is given up (it would also hold the stop)
                 async with asyncio.timeout(IDLE_CONNECTION_SEC):
