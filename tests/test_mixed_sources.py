@@ -144,3 +144,40 @@ async def test_chunks_no_record_names_are_found_and_recorded_for_the_next_index(
     summary = await kb.index_dir(notes)
     assert summary.deleted == 1 and summary.unchanged == 1
     assert not kb.store.chroma.ids_for_source(source)
+
+
+async def test_a_first_write_cut_off_before_its_record_is_recorded_at_the_next_open(
+    settings: RAGSettings, counting_embed: CountingEmbedding, tmp_path: Path
+) -> None:
+    """A writer stopped between a new source's chunks and its record (kill -9 of `rag
+    index`'s owner): the next open records the source as changed, so `rag check` is not
+    left INCONSISTENT by an ordinary crash, and the next index stores it whole."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    page = notes / "new.md"
+    page.write_text("# New\n\nnotes about herons.\n", encoding="utf-8")
+    source = page.absolute().as_uri()
+    kb = KnowledgeBase(settings, embed_model=counting_embed)
+    await kb.open()
+    stopped = ChangeLog(kb.store.client, settings.rag_collection_name)  # a writer's run
+    stopped.append([source], "begin")
+    half = TextNode(
+        id_="d" * 32,
+        text="notes about herons.",
+        metadata={"source_url": source, "title": "New"},
+        embedding=counting_embed.get_text_embedding("notes about herons."),
+    )
+    kb.store.chroma.upsert_nodes([half])  # its chunks written, no record yet, then it stopped
+    await kb.aclose()
+
+    again = KnowledgeBase(settings, embed_model=counting_embed)
+    await again.open()
+    try:
+        report = await again.check()
+        assert report.ok and report.to_index_again == [source], report
+        summary = await again.index_dir(notes)
+        assert summary.updated == 1, summary
+        after = await again.check()
+        assert after.ok and not after.to_index_again and not after.unrecorded_sources
+    finally:
+        await again.aclose()

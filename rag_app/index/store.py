@@ -546,10 +546,14 @@ class KnowledgeStore:
                 and set(r.ordered_chunk_ids()) != set(self.chroma.ids_for_source(r.source))
             ]
             self._mark_changed(cut)
+            # a first write cut off before its record (or a delete before it): record them
+            # as changed, so the next index, crawl or refresh stores them whole or removes them
+            held = {s: set(self.chroma.ids_for_source(s)) for s in dangling if s not in records}
+            adopted = self._adopt([s for s, ids in held.items() if ids], held)
         logger.info(
             "Closed %d writes that a stopped writer left open (%d to be stored again).",
             len(dangling),
-            len(cut),
+            len(cut) + len(adopted),
         )
 
     def resync(self, sources: list[str]) -> None:
@@ -612,7 +616,7 @@ class KnowledgeStore:
                 orphan_records=orphans,
                 unrecorded_sources=unrecorded,
                 mixed_sources=[r.source for r in mixed],
-                to_index_again=[r.source for r in unlike if not r.content_hash],
+                to_index_again=[r.source for r in records if not r.content_hash],
                 vector_checked=len(sample),
                 unfindable_by_vector=len(lost),
             )
