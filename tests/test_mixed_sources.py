@@ -3,6 +3,7 @@ wrote it at the same moment) and `--repair` has the next index store it whole ag
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,23 @@ async def test_a_source_mixing_two_versions_is_found_and_stored_whole_again(
     assert stale.node_id not in kb.store.chroma.ids_for_source(source)
 
 
+def _stop_mid_write(
+    kb: KnowledgeBase, settings: RAGSettings, embed: CountingEmbedding, source: str, text: str
+) -> TextNode:
+    """Another writer's run that logged `begin` for `source` and wrote a chunk of `text`,
+    then stopped before the record (no closing entry)."""
+    stopped = ChangeLog(kb.store.client, settings.rag_collection_name)
+    stopped.append([source], "begin")
+    half = TextNode(
+        id_=hashlib.md5(text.encode()).hexdigest(),
+        text=text,
+        metadata={"source_url": source, "title": "Page"},
+        embedding=embed.get_text_embedding(text),
+    )
+    kb.store.chroma.upsert_nodes([half])
+    return half
+
+
 async def test_a_write_cut_off_before_its_record_is_stored_again(
     settings: RAGSettings, counting_embed: CountingEmbedding, tmp_path: Path
 ) -> None:
@@ -62,15 +80,7 @@ async def test_a_write_cut_off_before_its_record_is_stored_again(
     await kb.open()
     await kb.index_dir(notes)
     source = page.absolute().as_uri()
-    stopped = ChangeLog(kb.store.client, settings.rag_collection_name)  # a writer's run
-    stopped.append([source], "begin")
-    half = TextNode(
-        id_="e" * 32,
-        text="the second version about otters.",
-        metadata={"source_url": source, "title": "Page"},
-        embedding=counting_embed.get_text_embedding("the second version about otters."),
-    )
-    kb.store.chroma.upsert_nodes([half])  # its chunks written, then it stopped
+    half = _stop_mid_write(kb, settings, counting_embed, source, "the second version about otters.")
     await kb.aclose()
 
     again = KnowledgeBase(settings, embed_model=counting_embed)
@@ -159,15 +169,7 @@ async def test_a_first_write_cut_off_before_its_record_is_recorded_at_the_next_o
     source = page.absolute().as_uri()
     kb = KnowledgeBase(settings, embed_model=counting_embed)
     await kb.open()
-    stopped = ChangeLog(kb.store.client, settings.rag_collection_name)  # a writer's run
-    stopped.append([source], "begin")
-    half = TextNode(
-        id_="d" * 32,
-        text="notes about herons.",
-        metadata={"source_url": source, "title": "New"},
-        embedding=counting_embed.get_text_embedding("notes about herons."),
-    )
-    kb.store.chroma.upsert_nodes([half])  # its chunks written, no record yet, then it stopped
+    _stop_mid_write(kb, settings, counting_embed, source, "notes about herons.")
     await kb.aclose()
 
     again = KnowledgeBase(settings, embed_model=counting_embed)
