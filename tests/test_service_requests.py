@@ -517,3 +517,47 @@ async def test_a_call_is_answered_beside_more_long_calls_than_a_connection_pool_
         release.set()
         await client.aclose()
         await runner.cleanup()
+
+
+async def test_a_connection_closed_before_the_answer_began_is_sent_again_even_for_a_write(
+    settings: RAGSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service sends its answer's headers before it starts any work, so a connection
+    closed before them (its connection cap full, or a stop) did nothing: a write is sent
+    again instead of failing as "stopped while handling". A stand-in service on loopback
+    closes the first two; one that closes every one gives a sentence saying nothing was
+    done."""
+    calls = {"write": 0, "never": 0}
+
+    async def write(request: web.Request) -> web.Response:
+        calls["write"] += 1
+        if calls["write"] <= 2:
+            assert request.transport is not None
+            request.transport.close()  # as the connection cap does: no answer at all
+        return web.Response(body=protocol.line("result", "stored"))
+
+    async def never(request: web.Request) -> web.Response:
+        calls["never"] += 1
+        assert request.transport is not None
+        request.transport.close()
+        return web.Response(body=b"")
+
+    app = web.Application()
+    app.router.add_post(f"{protocol.API}/write", write)
+    app.router.add_post(f"{protocol.API}/never", never)
+    runner, port = await _serve(app)
+    client = StoreClient(settings, {"port": port, "token": "t", "pid": 1})
+
+    async def same_owner() -> None:  # the stand-in is the only owner there is
+        return None
+
+    monkeypatch.setattr(client, "_reconnect", same_owner)
+    try:
+        assert await client._call("write", {}, safe=False) == "stored"
+        assert calls["write"] == 3
+        with pytest.raises(ServiceError, match="before it took the request, 4 times"):
+            await client._call("never", {}, safe=False)
+        assert calls["never"] == 4
+    finally:
+        await client.aclose()
+        await runner.cleanup()

@@ -9,6 +9,7 @@ in the middle is reported, never silently repeated.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable
@@ -46,7 +47,9 @@ class _Lost(Exception):
 
 
 class _NotStarted(Exception):
-    """The owner is stopping and did not start the request: the next owner may take it."""
+    """The owner did not start the request (it is stopping, or it closed the connection
+    before its answer's headers: its connections were all in use, or it died): the same
+    or the next owner may take it, a write too."""
 
 
 NOT_STARTED_RETRIES = 3
@@ -124,9 +127,11 @@ class StoreClient:
                 attempt -= 1  # nothing was done: it does not count as a try
                 if not_started > NOT_STARTED_RETRIES:
                     raise ServiceError(
-                        "The store service kept stopping before it took the request; "
-                        "run the command again."
+                        "The store service closed the connection before it took the request, "
+                        f"{NOT_STARTED_RETRIES + 1} times (it was stopping, or all its "
+                        "connections were in use); nothing was done. Run the command again."
                     ) from None
+                await asyncio.sleep(0.25 * not_started)  # a busy owner frees a connection
             except (aiohttp.ClientConnectorError, _Unauthorised):
                 if attempt == 2:
                     raise ServiceError(
@@ -143,8 +148,10 @@ class StoreClient:
 
     async def _post(self, name: str, body: dict[str, Any], progress: Progress | None) -> Any:
         headers = {protocol.TOKEN_HEADER: f"Bearer {self._info.get('token', '')}"}
+        answered = False  # the service sends its headers before it starts any work
         try:
             async with self._get_session().post(self._url(name), json=body, headers=headers) as r:
+                answered = True
                 if r.status == 401:
                     raise _Unauthorised
                 if r.status == protocol.STOPPING_STATUS:
@@ -182,6 +189,8 @@ class StoreClient:
                 "(.rag-service.log in the store folder)."
             ) from None
         except (aiohttp.ClientError, ConnectionError, ValueError) as err:
+            if not answered:  # closed before its headers: nothing was started
+                raise _NotStarted from err
             raise _Lost from err
         raise _Lost
 
