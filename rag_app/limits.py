@@ -40,3 +40,16 @@ def without_surrogates(text: str) -> str:
 
 MAX_READ_CHARS = 50_000  # one rag_read page
 MAX_LISTED_FILE_ERRORS = 1000  # failed files listed by name in one folder's index summary
+
+
+MERGED_CELL_REPEAT_CHARS = 100
+"""A table cell spanning columns (HTML `colspan`, Word `gridSpan`/`vMerge`) has its text
+repeated in each cell it covers only up to this length (a title row, a shared value); a
+longer one repeated 50 times turned a 4.8 MB page into 240 MB of text."""
+
+
+def spread_cell(text: str, span: int) -> list[str]:
+    """A merged cell's text for each of the `span` cells it covers (`MERGED_CELL_REPEAT_CHARS`)."""
+    if len(text) <= MERGED_CELL_REPEAT_CHARS:
+        return [text] * span
+    return [text, *[""] * (span - 1)]

@@ -47,15 +47,16 @@ def free_bytes(folder: Path) -> int:
     return shutil.disk_usage(folder).free
 
 
-def _full_folder(settings: RAGSettings) -> str | None:
-    """The first store folder with less than `MIN_FREE_BYTES` free, else None."""
+def _full_folder(settings: RAGSettings) -> tuple[str, int] | None:
+    """The first store folder with less than `MIN_FREE_BYTES` free, and its free bytes."""
     folders = [] if settings.chroma_host else [settings.chromadb_persist_dir]
     for folder in [*folders, settings.bm25_persist_dir]:
         try:
-            if free_bytes(Path(folder).expanduser()) < MIN_FREE_BYTES:
-                return folder
+            free = free_bytes(Path(folder).expanduser())
         except OSError:
             continue
+        if free < MIN_FREE_BYTES:
+            return folder, free
     return None
 
 
@@ -68,11 +69,11 @@ def _full(settings: RAGSettings) -> StoreUnavailableError:
 
 def check_space(settings: RAGSettings) -> None:
     """Refuse a write while a store folder's disk is (nearly) full, before any work."""
-    folder = _full_folder(settings)
-    if folder is not None:
-        free = free_bytes(Path(folder).expanduser()) // (1024 * 1024)
+    full = _full_folder(settings)
+    if full is not None:
+        folder, free = full
         raise StoreUnavailableError(
-            f"The disk under {folder} has {free} MB free, less than the "
+            f"The disk under {folder} has {free // (1024 * 1024)} MB free, less than the "
             f"{MIN_FREE_BYTES // (1024 * 1024)} MB a write needs; free some space and run "
             "the command again — nothing stored was lost."
         )
@@ -113,9 +114,9 @@ def storage_error(err: BaseException, settings: RAGSettings) -> StoreUnavailable
             "CHROMA_HOST/CHROMA_PORT) and run the command again."
         )
     storage = isinstance(err, OSError) or type(err).__module__.startswith(("chromadb", "sqlite3"))
-    if storage and (folder := _full_folder(settings)) is not None:  # Chroma hides ENOSPC
+    if storage and (full := _full_folder(settings)) is not None:  # Chroma hides ENOSPC
         return StoreUnavailableError(
-            f"The disk under {folder} is (nearly) full; free some space and run the command "
+            f"The disk under {full[0]} is (nearly) full; free some space and run the command "
             "again — nothing stored was lost."
         )
     return None

@@ -25,7 +25,7 @@ from bs4.element import CData, PageElement, ProcessingInstruction
 from rag_app.crawl.links import canonical_link, raw_links, robots_directives
 from rag_app.crawl.soup import parse_html
 from rag_app.crawl.tag_index import TagIndex
-from rag_app.limits import MAX_TITLE_CHARS, shorten
+from rag_app.limits import MAX_TITLE_CHARS, shorten, spread_cell
 from rag_app.parsing.content_type import is_numeric_token
 
 _DROP_ALWAYS = (
@@ -88,10 +88,6 @@ _CJK = "\u3001-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff01-\uffef"
 # A source line break between two Japanese characters is not a space (as browsers render it).
 _CJK_BREAK = re.compile(rf"(?<=[{_CJK}])[ \t\r]*\n\s*(?=[{_CJK}])")
 _MAX_COLSPAN = 50
-COLSPAN_REPEAT_CHARS = 100
-"""A cell's text is repeated in each column it spans only up to this length (a title
-row, a shared value); a longer one repeated 50 times turned a 4.8 MB page into 240 MB of
-text and hours of embedding."""
 MAX_NESTING = 32  # lists / quotes inside each other; deeper ones are rendered as plain blocks
 _CELL_PARTS = frozenset({"td", "th", "tr"})
 _BOLD = frozenset({"b", "strong"})
@@ -331,11 +327,7 @@ def _row_cells(cells: list[Tag]) -> tuple[list[str], bool]:
     names = set()
     for cell in cells:
         text = _cell_text(cell)
-        span = _span(cell)
-        if len(text) <= COLSPAN_REPEAT_CHARS:
-            texts.extend([text] * span)
-        else:
-            texts.extend([text, *[""] * (span - 1)])
+        texts.extend(spread_cell(text, _span(cell)))
         if text.strip():
             names.add(cell.name)
     return texts, names == {"th"}

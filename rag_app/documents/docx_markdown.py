@@ -27,6 +27,7 @@ from docx.oxml.ns import qn
 from rag_app.documents.budget import Budget, DocumentLimits
 from rag_app.documents.errors import DocumentError, NoTextError, UnreadableDocumentError
 from rag_app.documents.zip_guard import check_zip
+from rag_app.limits import MERGED_CELL_REPEAT_CHARS, spread_cell
 
 _HINT = "it may be damaged, or an old .doc file (save it as .docx)"
 _P, _TBL, _TR, _TC, _SDT, _SDT_CONTENT = (
@@ -46,9 +47,6 @@ _SKIP = frozenset(
 )
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])")
 _MAX_SPAN = 64  # a hostile gridSpan must not multiply a cell
-REPEAT_CHARS = 100
-"""A merged cell's text is repeated in the columns and rows it covers only up to this
-length (as `rag_app.crawl.html_text.COLSPAN_REPEAT_CHARS` for `colspan`)."""
 _MAX_STYLE_CHAIN = 16
 
 
@@ -182,7 +180,7 @@ def _cell(text: str) -> str:
 
 def _table_rows(table: Any, budget: Budget) -> list[list[str]]:
     """Cell texts row by row; a merged cell's text in every column and row it covers when
-    it is short (`REPEAT_CHARS`), else in its first only. The text the rows will make is
+    it is short (`MERGED_CELL_REPEAT_CHARS`), else in its first only. The text the rows will make is
     counted against `budget` as they are read: a few KB of XML may span millions of cells."""
     rows: list[list[str]] = []
     size = 0
@@ -196,14 +194,13 @@ def _table_rows(table: Any, budget: Budget) -> list[list[str]]:
             continues = merge is not None and merge.get(_VAL) in (None, "continue")
             above = rows[-1] if rows else []
             if continues and len(above) > len(row):
-                text = above[len(row)] if len(above[len(row)]) <= REPEAT_CHARS else ""
+                text = above[len(row)]
+                if len(text) > MERGED_CELL_REPEAT_CHARS:
+                    text = ""  # a long cell merged down is written in its first row only
             else:
                 text = _cell(" ".join(paragraph_text(p) for p in tc.iter(_P)))
             span = max(span, 1)
-            if len(text) <= REPEAT_CHARS:
-                row.extend([text] * span)
-            else:
-                row.extend([text, *[""] * (span - 1)])
+            row.extend(spread_cell(text, span))
             size += len(text) + 3 * span
             budget.check_room(size)
         rows.append(row)
