@@ -266,19 +266,17 @@ class SiteCrawl:
         queued = {url for url, _ in pending}  # read or waiting: each file queued once
         not_queued = len(named) - len(pending)  # entries past what can be read
         too_long = 0  # listed URLs no crawl takes (`MAX_LOC_CHARS`)
-        read: set[str] = set()
         pages: list[str] = []
         failures: list[str] = []
         parsed = 0
         began = time.monotonic()
-        while pending and len(read) < MAX_SITEMAP_FILES:
+        while pending:  # at most MAX_SITEMAP_FILES, each once (`queued`)
             url, level = pending.pop(0)
             left = SITEMAP_SECONDS - (time.monotonic() - began)
             if left <= 0:
                 skipped = len(pending) + 1
                 self._fail(url, f"{skipped} sitemap file(s) not read: {self._sitemaps_took()}")
                 break
-            read.add(url)
             try:
                 async with asyncio.timeout(left):  # a file still read then is given up
                     entries = await self.crawler.fetch_sitemap(url)
