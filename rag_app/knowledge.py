@@ -33,7 +33,7 @@ from rag_app.background import in_ingest_lane
 from rag_app.config import RAGSettings, SettingsError, get_settings, with_options
 from rag_app.crawl.exceptions import no_text_error
 from rag_app.crawl.pages import CrawledPage, utc_now_iso
-from rag_app.crawl.scope import CrawlScope
+from rag_app.crawl.scope import CrawlScope, page_key
 from rag_app.crawl_checkpoint import CrawlCheckpoint
 from rag_app.crawl_options import CrawlOptions
 from rag_app.documents import DocumentLimits
@@ -811,8 +811,12 @@ class KnowledgeBase:
         await self.open()
         start, _scope, options = self.plan_crawl(url, pattern, options)
 
+        summary = CrawlSummary()
+        resumed = resume is not None and page_key(resume.origin) == page_key(start)
+        if resumed:  # listed with the earlier attempt's counts from the start, not zeros
+            summary = CrawlSummary.from_dict(resume.summary)
+
         async def work(progress: Progress, job: Job) -> dict[str, Any]:
-            job.live = summary = CrawlSummary()
             await self.ingest_from_index(
                 start,
                 pattern,
@@ -827,9 +831,13 @@ class KnowledgeBase:
         spec = {"url": url, "pattern": pattern, "options": dataclasses.asdict(options)}
         if resume is not None:  # kept until the resumed crawl writes its own
             spec["checkpoint"] = resume.to_dict()
-        return self._jobs.start(
+        job = self._jobs.start(
             "crawl", start, work, spec=spec, job_id=job_id, attempt=attempt, crashes=crashes
-        ).to_dict()
+        )
+        job.live = summary
+        if resumed:
+            job.done, job.total = resume.done, resume.scheduled
+        return job.to_dict()
 
     async def start_refresh(
         self,

@@ -273,3 +273,17 @@ def test_a_costly_checkpoint_is_taken_less_often() -> None:
     crawl._saved_at -= crawl._save_every + 0.5
     crawl._save()
     assert crawl._save_every == 1.0
+
+
+async def test_a_resumed_job_is_listed_with_its_earlier_counts_from_the_start(
+    kb: KnowledgeBase, site: StaticSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(site_crawl, "CHECKPOINT_EVERY_SEC", 0.0)
+    checkpoint = CrawlCheckpoint.parse(await cut_off_after(kb, site, 3))
+    assert checkpoint is not None and checkpoint.summary["pages_crawled"] > 0
+    job = await kb.start_crawl(site.url("/docs/"), options=OPTIONS, resume=checkpoint)
+    # listed before its task has run at all: the earlier attempt's counts, not zeros
+    assert (job["done"], job["total"]) == (checkpoint.done, checkpoint.scheduled)
+    assert job["result"]["pages_crawled"] == checkpoint.summary["pages_crawled"]
+    done = await kb.wait_job(job["id"])
+    assert done["state"] == "done" and done["result"]["pages_crawled"] >= len(IN_SCOPE)
