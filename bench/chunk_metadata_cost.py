@@ -1,11 +1,15 @@
-"""What each flat metadata key of a chunk costs Chroma: reads, queries and writes of the
-same chunks with LlamaIndex's full flat layout and with the layout this project writes.
+"""What a chunk's metadata costs Chroma: reads, queries and writes of the same chunks
+with LlamaIndex's full flat layout, with the flat keys this project keeps, and with those
+keys and a node JSON whose relationships carry no copy of the related node's metadata.
 
-Not a test. Copies the chunks (text, metadata, embeddings) of an existing store into two
-collections of a temporary embedded Chroma, one with every flat key LlamaIndex writes
-(15 for this project's chunks), one with `stored_text.ascii_metadata`'s keys only, then
-times, alternating the two and in the same run: reads of 10 / 50 / 100 chunks by id, a
-30-hit vector query, and writes of 64 chunks at a time.
+Not a test. Copies the chunks (text, metadata, embeddings) of an existing store into
+collections of a temporary embedded Chroma, one per layout: every flat key LlamaIndex
+writes (15 for this project's chunks; only when the store was written with them),
+`stored_text.ascii_metadata`'s keys only, and those keys with each relationship in the
+node JSON (`_node_content`) kept to the related node's id, type and hash, as
+`ingest_transforms.AssignStableIds` writes them now. Then times, alternating the layouts
+and in the same run: reads of 10 / 50 / 100 chunks by id, a 30-hit vector query, and
+writes of 64 chunks at a time.
 
     python bench/chunk_metadata_cost.py STORE_DIR COLLECTION [--chunks 6000] [--rounds 2]
 
@@ -17,6 +21,7 @@ answers-docs-py`.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -43,6 +48,18 @@ def _full(meta: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
+def _links_by_id(meta: dict[str, Any]) -> dict[str, Any]:
+    kept = _kept(meta)
+    if "_node_content" in kept:
+        node = json.loads(kept["_node_content"])
+        for kind, info in node.get("relationships", {}).items():
+            for one in info if isinstance(info, list) else [info]:
+                one["metadata"] = {}
+            node["relationships"][kind] = info
+        kept["_node_content"] = json.dumps(node)
+    return kept
+
+
 def _median_ms(times: list[float]) -> float:
     return statistics.median(times) * 1000
 
@@ -57,12 +74,11 @@ def main() -> None:
     source = chromadb.PersistentClient(args.store).get_collection(args.collection)
     got = source.get(limit=args.chunks, include=["documents", "metadatas", "embeddings"])
     full_meta = [dict(m or {}) for m in got["metadatas"]]
+    layouts: dict[str, Layout] = {"LlamaIndex full layout": _full}
     if not any(len(m) > len(_kept(m)) for m in full_meta):
-        sys.exit(
-            "these chunks carry no more keys than the kept layout: use a store written "
-            "before the layout changed (LlamaIndex's full flat metadata)"
-        )
-    layouts: dict[str, Layout] = {"LlamaIndex full layout": _full, "kept keys": _kept}
+        print("(these chunks carry no more keys than the kept layout: no full layout)")
+        layouts = {}
+    layouts |= {"kept keys": _kept, "kept keys, links by id": _links_by_id}
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         client = chromadb.PersistentClient(tmp)
@@ -84,12 +100,16 @@ def main() -> None:
             name: statistics.mean(len(layout(m)) for m in full_meta)
             for name, layout in layouts.items()
         }
+        json_chars = {
+            name: statistics.mean(len(layout(m).get("_node_content", "")) for m in full_meta)
+            for name, layout in layouts.items()
+        }
         print(f"{len(got['ids'])} chunks of {args.collection}")
         for rnd in range(args.rounds):
             for i, name in enumerate(layouts):
                 col = client.get_collection(f"layout-{i}")
                 ids = col.get(include=[])["ids"]
-                cells = [f"{keys[name]:.1f} keys"]
+                cells = [f"{keys[name]:.1f} keys, node JSON {json_chars[name]:,.0f} chars"]
                 for n in (10, 50, 100):
                     times = []
                     for _ in range(40):

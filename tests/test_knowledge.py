@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import shutil
 import threading
 import time
@@ -11,6 +12,7 @@ from typing import Any
 
 import chromadb.api.models.Collection
 import pytest
+from llama_index.core.schema import NodeRelationship
 
 from rag_app.config import RAGSettings
 from rag_app.errors import EmbeddingMismatchError, EmptyQueryError, RAGError, UnknownSourceError
@@ -313,6 +315,22 @@ async def test_changed_page_embeds_only_new_chunks_and_drops_stale(
     assert stats.total_chunks == stats.bm25_documents == first.chunks
     hit = (await kb.retrieve("スライム", n_results=1, mode="bm25")).hits[0]
     assert "HP: 4" in hit.text
+
+
+async def test_a_stored_chunk_links_its_stored_neighbours_by_id_alone(kb: KnowledgeBase) -> None:
+    url = "https://example.com/monsters"
+    text = (SAMPLES / "monsters.md").read_text()
+    await kb.ingest_text(url, text, title="図鑑")
+    changed = text.replace("| スライム | 3 | 0 | 5 |", "| スライム | 4 | 0 | 5 |")
+    await kb.ingest_text(url, changed, title="図鑑")  # a neighbour of kept chunks changes
+    nodes = sorted(kb.store.source_nodes(url), key=lambda n: n.metadata["chunk_index"])
+    assert len(nodes) > 2
+    for before, after in itertools.pairwise(nodes):
+        assert before.relationships[NodeRelationship.NEXT].node_id == after.node_id
+        assert after.relationships[NodeRelationship.PREVIOUS].node_id == before.node_id
+    for node in nodes:
+        assert node.ref_doc_id == url
+        assert all(not info.metadata for info in node.relationships.values())  # type: ignore[union-attr]
 
 
 async def test_failed_reingest_keeps_old_knowledge(
