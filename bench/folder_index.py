@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import shutil
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from site_crawl import BUSY, EMBEDDED, ROOT, burn, embed_alone, instrument
+from site_crawl import BUSY, EMBEDDED, ROOT, busy_processes, embed_alone, instrument
 
 sys.path.insert(0, str(ROOT))
 
@@ -110,16 +109,8 @@ def main() -> None:
     args = parser.parse_args()
     instrument()
     count_calls()
-    stop = multiprocessing.Event()
-    hogs = [multiprocessing.Process(target=burn, args=(stop,)) for _ in range(args.load)]
-    for hog in hogs:
-        hog.start()
-    try:
+    with busy_processes(args.load):
         report = asyncio.run(run(args))
-    finally:
-        stop.set()
-        for hog in hogs:
-            hog.join()
     print(json.dumps({**report, "load_processes": args.load}, indent=2))
 
 

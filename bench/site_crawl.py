@@ -162,6 +162,21 @@ def burn(stop: Any) -> None:
         sum(i * i for i in range(10_000))
 
 
+@contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """`count` processes that keep a core busy each while the block runs (a loaded machine)."""
+    stop = multiprocessing.Event()
+    hogs = [multiprocessing.Process(target=burn, args=(stop,)) for _ in range(count)]
+    for hog in hogs:
+        hog.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for hog in hogs:
+            hog.join()
+
+
 def embed_alone(texts: list[str]) -> float:
     """Seconds the builtin model takes for `texts` alone, in its own batch size."""
     model = builtin.BuiltinE5Embedding()
@@ -309,16 +324,8 @@ def main() -> None:
     parser.add_argument("--json", default="", help="also write the report here")
     args = parser.parse_args()
     instrument()
-    stop = multiprocessing.Event()
-    hogs = [multiprocessing.Process(target=burn, args=(stop,)) for _ in range(args.load)]
-    for hog in hogs:
-        hog.start()
-    try:
+    with busy_processes(args.load):
         report = asyncio.run(run(args))
-    finally:
-        stop.set()
-        for hog in hogs:
-            hog.join()
     report["load_processes"] = args.load
     report["embed"] = args.embed
     text = json.dumps(report, ensure_ascii=False, indent=2)
