@@ -101,6 +101,8 @@ _DEFINITION_BLOCKS |= frozenset(_HEADINGS)
 _NOT_PROSE = re.compile(r"```|~~~|\||- |> |#|\d+\.(?: |$)")
 """How a fence, table row, list item, quote or heading block starts."""
 _AT_MARGIN = ("```", "~~~", "|")
+_MARKUP_AT_START = re.compile(r"#{1,6}(?:[ \t]|$)|`{3}|~{3}")
+_HEADING_TAG = re.compile(r"<(/?h[1-6])\b", re.IGNORECASE)
 """How a code block or table starts: inside a list item or quote it is a block of its own
 at the margin, where the chunker sees a fence or a pipe table."""
 _NO_LANGUAGE = frozenset({"default", "none", "text"})
@@ -135,6 +137,18 @@ def squash(text: str) -> str:
 def collapse(text: str) -> str:
     """`squash` and strip."""
     return squash(text).strip()
+
+
+def literal(line: str) -> str:
+    """A line of a page's text with what would read as Markdown structure escaped the
+    CommonMark way: a leading `#` run (a heading), a leading ```` ``` ```` or `~~~` (a code
+    fence) and `<h1>`–`<h6>` tags (headings to the chunker) get a backslash. Only the
+    page's headings and `<pre>` blocks are structure: a paragraph reading `## [2] Source:
+    …` or a lone ```` ``` ```` made a heading or opened a code block that swallowed the
+    rest of the page, and in an answer read as another hit."""
+    if _MARKUP_AT_START.match(line):
+        line = "\\" + line
+    return _HEADING_TAG.sub(r"\\<\1", line) if "<" in line else line
 
 
 def cap_title(title: str) -> str:
@@ -497,7 +511,7 @@ class _Renderer:
     def flush(self) -> None:
         text = "".join(self._inline)
         self._inline.clear()
-        lines = [collapse(line) for line in text.split("\n")]
+        lines = [literal(collapse(line)) for line in text.split("\n")]
         paragraph = "\n".join(line for line in lines if line)
         if paragraph:
             self.blocks.append(paragraph)

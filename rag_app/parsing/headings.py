@@ -26,8 +26,8 @@ from rag_app.parsing.prose import prose_chunks, split_prose
 # Only fixed-shape patterns here; the variable parts (heading text, tag bodies, the text
 # between an opening and a closing tag) are found with str methods, so that no hostile line
 # makes the regex engine backtrack (see tests/adversarial/test_regex_worst_case.py).
-_HTML_OPEN = re.compile(r"<h([1-6])\b", re.IGNORECASE)
-_HTML_CLOSE = re.compile(r"</h([1-6])\s*>", re.IGNORECASE)
+_HTML_OPEN = re.compile(r"(?<!\\)<h([1-6])\b", re.IGNORECASE)  # `\<h2>` is literal text
+_HTML_CLOSE = re.compile(r"(?<!\\)</h([1-6])\s*>", re.IGNORECASE)
 _BLANKS = " \t"
 
 
@@ -114,6 +114,22 @@ def normalize_headings(text: str) -> str:
     line of its own; done with one pass over the tags, so it stays linear on hostile text.
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "<" not in text:
+        return text
+    fences = Fences()
+    runs: list[tuple[bool, list[str]]] = []  # (inside a code block, its lines)
+    for line in text.split("\n"):
+        code = fences.step(line)
+        if not runs or runs[-1][0] != code:
+            runs.append((code, []))
+        runs[-1][1].append(line)
+    return "\n".join(  # code keeps its tags: `<h1>` in an HTML example is not a heading
+        "\n".join(lines) if code else _html_headings("\n".join(lines)) for code, lines in runs
+    )
+
+
+def _html_headings(text: str) -> str:
+    """`normalize_headings` of text outside code blocks."""
     closing = _closing_tags(text)
     parts: list[str] = []
     done = 0
