@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rag_app.markdown_fences import open_block, opening
 from rag_app.write_wait import WriteWait
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def format_read(page: ReadResult) -> str:
     end = page.next_offset if page.next_offset is not None else page.total_chars
     head = f"## Source: {page.source}\n{where + ' · ' if where else ''}"
     head += f"{page.offset:,}–{end:,} / {page.total_chars:,} 文字"
-    lines = [head, "", page.text]
+    lines = [head, "", *_as_code_where_code(page)]
     if not page.section and len(page.sections) > 1 and page.offset == 0:
         # the first page of a whole source names its sections, long or short (an error
         # for an unknown section sends the model here for them)
@@ -99,6 +100,16 @@ def format_read(page: ReadResult) -> str:
     if page.next_offset is not None:
         lines += ["", f"（続きあり: offset={page.next_offset} で続きを読めます）"]
     return "\n".join(lines)
+
+
+def _as_code_where_code(page: ReadResult) -> list[str]:
+    """The page's text, opened by the fence line of a code block it starts inside and
+    closed where it ends inside one: a page cut inside code shows it as code, and its notes
+    after it are not read as code (the structured `text` stays exactly the stored text)."""
+    lines = [page.code_fence, page.text] if page.code_fence else [page.text]
+    if fence := open_block("\n".join(lines)):
+        lines.append(opening(fence)[1])
+    return lines
 
 
 def format_add(result: IngestResult) -> str:

@@ -115,6 +115,11 @@ class ReadOutput(BaseModel):
         f"reading order: what `section` can name (the first {MAX_OUTPUT_SECTIONS})."
     )
     sections_total: int = Field(0, description="How many heading paths there are in all.")
+    code_fence: str = Field(
+        "",
+        description="The opening fence line of a code block this page starts inside (the "
+        "text before `offset` opened it); empty when none is.",
+    )
 
     @classmethod
     def of(cls, page: ReadResult) -> ReadOutput:

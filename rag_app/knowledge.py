@@ -78,6 +78,7 @@ from rag_app.limits import (
     without_surrogates,
 )
 from rag_app.local_files import scan_dir
+from rag_app.markdown_fences import open_block
 from rag_app.owner_lock import StoreOwnerLock, state_dirs
 from rag_app.parsing.metadata_modes import ApplyMetadataModes
 from rag_app.parsing.router import StructuredNodeParser
@@ -1291,6 +1292,7 @@ class KnowledgeBase:
             next_offset=next_offset,
             total_chars=len(text),
             sections=sections,
+            code_fence=open_block(text[:offset]) if offset else "",
         )
 
     def _log_retrieval(self, settings: RAGSettings, result: RetrievalResult) -> None:

@@ -50,3 +50,15 @@ def opening(block: str) -> tuple[str, str]:
     found = _RUN.match(first)
     run = found.group(1) if found else "```"
     return first.strip(), run
+
+
+def open_block(text: str) -> str:
+    """The opening fence line of the code block `text` leaves open; empty when none is."""
+    fences = Fences()
+    opened = ""
+    for line in text.split("\n"):
+        was_inside = fences.inside
+        fences.step(line)
+        if fences.inside and not was_inside:
+            opened = line.strip()
+    return opened if fences.inside else ""

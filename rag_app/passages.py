@@ -539,11 +539,14 @@ def reading_text(
     seen: set[str] = set()
     last_path: str | None = None
     heading_line = ""  # the current section's heading, which its chunks repeat
+    headed: set[str] = set()  # heading paths whose heading line is written
     for _, chunk, path, level in sorted(pieces, key=lambda p: p[0]):
         if not _in_section(path, section):
             last_path = None  # a later run of the same heading path is a section of its own
             continue
         if path != last_path:
+            above = _unwritten_parents(path, level, headed, section)
+            headed.add(path)
             if path and path not in seen:
                 paths.append(path)
                 seen.add(path)
@@ -551,6 +554,7 @@ def reading_text(
             block = chunk
             if heading and not chunk.lstrip().startswith("#"):
                 block = f"{'#' * max(1, min(level, 6))} {heading}\n{chunk}"
+            block = "\n\n".join([*above, block])
             added = f"\n\n{block}" if written else block
             last_path = path
             heading_line = section_heading(block)
@@ -560,6 +564,22 @@ def reading_text(
         written += len(added)
         tail = (tail + added)[-MAX_JOIN_OVERLAP:]
     return "".join(parts), paths
+
+
+def _unwritten_parents(path: str, level: int, headed: set[str], section: str) -> list[str]:
+    """Heading lines of `path`'s parent sections that have no chunk of their own (a heading
+    followed at once by a subheading) and were not written yet, within `section`: they are
+    in the chunks' heading paths only. Each is a level above the next; adds them to
+    `headed`."""
+    parts = path.split(" > ") if path else []
+    lines: list[str] = []
+    for depth in range(1, len(parts)):
+        parent = " > ".join(parts[:depth])
+        if parent in headed or not _in_section(parent, section):
+            continue
+        headed.add(parent)
+        lines.append(f"{'#' * max(1, min(level, 6) - (len(parts) - depth))} {parts[depth - 1]}")
+    return lines
 
 
 def page(text: str, offset: int, limit: int) -> tuple[str, int | None]:

@@ -85,13 +85,16 @@ _SHALLOW_HEADING = re.compile(rf"^#{{1,{HIT_HEADING_LEVEL}}}(?=\s)")
 
 
 def demote_headings(text: str) -> str:
-    """Markdown headings of level 1–2 outside code fences become level 3."""
+    """Markdown headings of level 1–2 outside code fences become level 3, and a code block
+    the text leaves open is closed, so that nothing after it (the next hit) reads as code."""
     fences = Fences()
     out: list[str] = []
     for line in text.split("\n"):
         if not fences.step(line):
             line = _SHALLOW_HEADING.sub("#" * (HIT_HEADING_LEVEL + 1), line)
         out.append(line)
+    if fences.inside:
+        out.append(fences.marker)
     return "\n".join(out)
 
 
@@ -336,6 +339,9 @@ class ReadResult:
     next_offset: int | None
     total_chars: int
     sections: list[str] = field(default_factory=list)
+    code_fence: str = ""
+    """The opening fence line of a code block this page starts inside (the text before
+    `offset` opened it), so that the page can be shown as code; empty when none is."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

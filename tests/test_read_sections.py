@@ -94,12 +94,21 @@ def test_the_whole_source_text_is_built_in_linear_time_and_as_before() -> None:
 
     def whole(pieces: list[tuple[int, str, str, int]]) -> str:
         text, last_path, heading_line = "", None, ""
+        headed: set[str] = set()
         for _, chunk, path, level in sorted(pieces, key=lambda p: p[0]):
             if path != last_path:
                 heading = last_heading(path)
                 block = chunk
                 if heading and not chunk.lstrip().startswith("#"):
                     block = f"{'#' * max(1, min(level, 6))} {heading}\n{chunk}"
+                parts = path.split(" > ") if path else []
+                for depth in range(len(parts) - 1, 0, -1):  # parents with no chunk, once
+                    if " > ".join(parts[:depth]) not in headed:
+                        headed.add(" > ".join(parts[:depth]))
+                        block = (
+                            f"{'#' * (level - len(parts) + depth)} {parts[depth - 1]}\n\n{block}"
+                        )
+                headed.add(path)
                 text = f"{text}\n\n{block}" if text else block
                 last_path, heading_line = path, section_heading(block)
             else:
@@ -178,3 +187,49 @@ async def test_two_runs_of_one_heading_path_are_read_as_two_sections(kb: Knowled
     assert "other text" not in read.text
     first, second = read.text.index("first usage"), read.text.index("third usage")
     assert "Usage" in read.text[first:second], read.text  # a heading between the two
+
+
+CODE = (
+    "# Code page\n\nBefore.\n\n```python\n"
+    + "".join(f"value_{i} = {i}  # line {i}\n" for i in range(60))
+    + "```\n\nAfter the code.\n"
+)
+
+
+async def test_a_page_cut_inside_code_is_shown_as_code_and_its_text_kept_exact(
+    kb: KnowledgeBase,
+) -> None:
+    from mcp_server.formatting import format_read
+    from rag_app.markdown_fences import open_block
+
+    await kb.ingest_text("file:///n/code.md", CODE, title="Code page", kind="file")
+    pages, offset = [], 0
+    while offset is not None:
+        page = await kb.read_source("file:///n/code.md", offset=offset, max_chars=600)
+        pages.append(page)
+        offset = page.next_offset
+    assert len(pages) > 2
+    whole = (await kb.read_source("file:///n/code.md", max_chars=50_000)).text
+    assert "".join(p.text for p in pages) == whole  # the structured text is exact
+    assert pages[0].code_fence == "" and pages[1].code_fence == "```python"
+    for page in pages:
+        shown = format_read(page)
+        assert open_block(shown) == "", shown  # no page leaves a block open
+        body = shown.split("\n\n", 1)[1]
+        if page.code_fence:
+            assert body.startswith("```python\n"), body[:40]
+
+
+async def test_a_heading_with_no_text_of_its_own_is_read_above_its_subheading(
+    kb: KnowledgeBase,
+) -> None:
+    text = "# Alpha Top\n## Beta Sub\nbeta text\n\n# Gamma Top\n### Delta Deep\ndelta text\n"
+    await kb.ingest_text("file:///n/heads.md", text, title="Heads", kind="file")
+    read = (await kb.read_source("file:///n/heads.md")).text
+    for heading in ("# Alpha Top", "## Beta Sub", "Gamma Top", "### Delta Deep"):
+        assert heading in read, read
+    assert read.index("Alpha Top") < read.index("Beta Sub") < read.index("Gamma Top")
+    assert read.count("Alpha Top") == 1
+    section = (await kb.read_source("file:///n/heads.md", section="Gamma Top")).text
+    assert section.startswith("# Gamma Top") or section.startswith("## Gamma Top"), section
+    assert "Alpha" not in section
