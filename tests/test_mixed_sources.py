@@ -183,3 +183,44 @@ async def test_a_first_write_cut_off_before_its_record_is_recorded_at_the_next_o
         assert after.ok and not after.to_index_again and not after.unrecorded_sources
     finally:
         await again.aclose()
+
+
+async def test_a_write_that_fails_part_way_is_settled_by_the_next_search(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write cut off inside Chroma (its server gone, a full disk) left part of the new
+    version in Chroma and none in this process's BM25, and nothing settled it until a
+    restart or `rag check --repair`: searches here and on other machines disagreed."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    page = notes / "page.md"
+    page.write_text("# Page\n\nthe first version about otters.\n", encoding="utf-8")
+    await kb.index_dir(notes)
+    source = page.absolute().as_uri()
+    parts = [f"## Part {i}\n\nsection {i} tells of marker{i}word and more.\n" for i in range(8)]
+    page.write_text("# Page\n\n" + "\n".join(parts), encoding="utf-8")
+    real = kb.store.chroma.upsert_nodes
+
+    def cut_off(nodes: Any, *args: Any) -> None:
+        real(nodes[:3], *args)  # part of the write lands, then Chroma goes away
+        raise ConnectionError("the Chroma server went away")
+
+    monkeypatch.setattr(kb.store.chroma, "upsert_nodes", cut_off)
+    failed = await kb.index_dir(notes)
+    assert failed.failed == 1, failed
+    monkeypatch.setattr(kb.store.chroma, "upsert_nodes", real)
+
+    landed = [i for i in range(8) if f"marker{i}word" in "".join(
+        n.get_content() for n in kb.store.source_nodes(source)
+    )]  # fmt: skip
+    assert landed, "nothing of the cut-off write reached Chroma"
+    hits = (await kb.retrieve(f"marker{landed[0]}word", mode="bm25")).hits
+    assert hits and hits[0].source_url == source  # BM25 follows Chroma at once
+    report = await kb.check()
+    assert report.ok and report.to_index_again == [source], report
+    again = await kb.index_dir(notes)
+    assert again.updated == 1 and again.failed == 0, again
+    after = await kb.check()
+    assert after.ok and not after.to_index_again
+    text = "".join(n.get_content() for n in kb.store.source_nodes(source))
+    assert all(f"marker{i}word" in text for i in range(8)) and "otters" not in text

@@ -138,6 +138,8 @@ class KnowledgeStore:
         self.log = ChangeLog(client, collection_name)
         self.poll_changes = poll_changes
         self._write_lock = threading.RLock()
+        self._failed_writes: set[str] = set()
+        """Sources whose write failed part-way, to be settled (`settle_failed_writes`)."""
         self.write_started: float | None = None  # monotonic start of the write in progress
         self.stall_exit_sec: float | None = None  # set by an owner process: see _timed_write
         self._sync_lock = threading.Lock()
@@ -433,23 +435,62 @@ class KnowledgeStore:
         """Make `source` hold exactly `nodes` (embedded); returns how many stale were removed."""
         with self._write_lock, self._timed_write():
             begin = self._logged([source], "begin")
-            stored = set(self.chroma.ids_for_source(source))
-            before = stored | set(self.chunk_ids(source))
-            waits = self.chroma.write_waits()  # one budget for the whole write
-            if nodes:
-                self.chroma.upsert_nodes(nodes, stored, waits)
-            stale = sorted(before - {n.node_id for n in nodes})
-            if stale:
-                self.chroma.delete_ids(stale, waits)
-            self.bm25.replace_source(
-                source, [bm25_doc(n) for n in nodes], cursor=self._claim(begin), tokens=tokens
-            )
-            if record is not None and nodes:
-                self.chroma.put_source(record)
-            else:
-                self.chroma.delete_source_record(source)
-            self._claim(self._logged([source], "write"))
+            with self._settled_if_cut_off(source):
+                stored = set(self.chroma.ids_for_source(source))
+                before = stored | set(self.chunk_ids(source))
+                waits = self.chroma.write_waits()  # one budget for the whole write
+                if nodes:
+                    self.chroma.upsert_nodes(nodes, stored, waits)
+                stale = sorted(before - {n.node_id for n in nodes})
+                if stale:
+                    self.chroma.delete_ids(stale, waits)
+                self.bm25.replace_source(
+                    source, [bm25_doc(n) for n in nodes], cursor=self._claim(begin), tokens=tokens
+                )
+                if record is not None and nodes:
+                    self.chroma.put_source(record)
+                else:
+                    self.chroma.delete_source_record(source)
+                self._claim(self._logged([source], "write"))
             return len(stale)
+
+    @contextlib.contextmanager
+    def _settled_if_cut_off(self, source: str) -> Iterator[None]:
+        """A write of `source` that fails after its `begin` entry (the Chroma server gone
+        mid-write, a full disk) may have left part of it in Chroma: the source is settled
+        (`settle_failed_writes`) as soon as Chroma answers again, as the next start would
+        settle it. Without it, this process's BM25 stayed behind Chroma and the other
+        machines until a restart or `rag check --repair`."""
+        try:
+            yield
+        except Exception:
+            self._failed_writes.add(source)
+            raise
+
+    @property
+    def needs_catch_up(self) -> bool:
+        """Whether `catch_up` has anything to do: other writers to follow, or writes of
+        this process that failed part-way to settle."""
+        return self.poll_changes or bool(self._failed_writes)
+
+    def settle_failed_writes(self) -> None:
+        """Settle this process's writes that failed part-way: BM25 re-synced from Chroma,
+        a closing entry for the other readers, and the record marked changed where its
+        chunks are not the ones it lists, so the next index, crawl or refresh stores it
+        whole. Kept for later while Chroma does not answer."""
+        with self._write_lock:
+            failed = sorted(self._failed_writes)
+            if not failed:
+                return
+            try:
+                again = self._settle(failed)
+            except Exception as err:  # still unreachable: tried again at the next call
+                logger.debug("Writes that failed part-way stay unsettled: %s", err)
+                return
+            self._failed_writes.difference_update(failed)
+        logger.warning(
+            "Settled %d writes that failed part-way (%d to be stored again).", len(failed), again
+        )
 
     def _logged(self, sources: list[str], op: str) -> list[Change]:
         """Change-log entries for `sources`, naming the chunk collection they go into
@@ -465,12 +506,13 @@ class KnowledgeStore:
         named, which no refresh, folder delete or check found again."""
         with self._write_lock, self._timed_write():
             begin = self._logged([source], "begin")
-            ids = sorted(set(self.chunk_ids(source)) | set(self.chroma.ids_for_source(source)))
-            if ids:
-                self.chroma.delete_ids(ids)
-            self.bm25.delete_source(source, cursor=self._claim(begin))
-            self.chroma.delete_source_record(source)
-            self._claim(self._logged([source], "delete"))
+            with self._settled_if_cut_off(source):
+                ids = sorted(set(self.chunk_ids(source)) | set(self.chroma.ids_for_source(source)))
+                if ids:
+                    self.chroma.delete_ids(ids)
+                self.bm25.delete_source(source, cursor=self._claim(begin))
+                self.chroma.delete_source_record(source)
+                self._claim(self._logged([source], "delete"))
             return len(ids)
 
     @contextlib.contextmanager
@@ -501,6 +543,8 @@ class KnowledgeStore:
     # -------------------------------------------------------------- catching up
     def catch_up(self, force: bool = False) -> int:
         """Apply other writers' changes to BM25; returns how many sources were re-synced."""
+        if self._failed_writes:
+            self.settle_failed_writes()
         if not (self.poll_changes or force):
             return 0
         with self._sync_lock:
@@ -535,9 +579,19 @@ class KnowledgeStore:
         dangling = _dangling([e for e in window if e.origin != own])
         if not dangling:
             return
-        self.resync(dangling)
+        again = self._settle(dangling)
+        logger.info(
+            "Closed %d writes that a stopped writer left open (%d to be stored again).",
+            len(dangling),
+            again,
+        )
+
+    def _settle(self, sources: list[str]) -> int:
+        """Close writes of `sources` that were cut off; returns how many are marked to be
+        stored again."""
+        self.resync(sources)
         with self._write_lock:  # cut off between its chunks and its record: store it again
-            records = self.chroma.get_sources(dangling)
+            records = self.chroma.get_sources(sources)
             cut = [
                 r
                 for r in records.values()
@@ -548,13 +602,9 @@ class KnowledgeStore:
             self._mark_changed(cut)
             # a first write cut off before its record (or a delete before it): record them
             # as changed, so the next index, crawl or refresh stores them whole or removes them
-            held = {s: set(self.chroma.ids_for_source(s)) for s in dangling if s not in records}
+            held = {s: set(self.chroma.ids_for_source(s)) for s in sources if s not in records}
             adopted = self._adopt([s for s, ids in held.items() if ids], held)
-        logger.info(
-            "Closed %d writes that a stopped writer left open (%d to be stored again).",
-            len(dangling),
-            len(cut) + len(adopted),
-        )
+        return len(cut) + len(adopted)
 
     def resync(self, sources: list[str]) -> None:
         """Re-sync `sources` from Chroma here and append a closing entry for each, so that
