@@ -14,6 +14,7 @@ from rag_app.write_wait import WriteWait
 if TYPE_CHECKING:
     from rag_app.results import (
         CrawlSummary,
+        Hit,
         IngestResult,
         KBStats,
         ReadResult,
@@ -33,12 +34,13 @@ MAX_LISTED_ERRORS = 10
 def format_search(result: RetrievalResult) -> str:
     """The `rag_search` text: spec form, or two labelled sections in separate mode.
 
-    Separate mode does not repeat in the BM25 section a chunk the vector section shows.
+    Separate mode does not repeat in the BM25 section a chunk the vector section shows;
+    the hits it does show keep their rank in the BM25 list (the `rank` of
+    `bm25_hits` in the structured content), so a gap says what was left out.
     When the no-match rule declined the search (`result.confident` False), the answer
     says so and lists the nearest hits as pointers only, without their passages, so
     nothing reads as a confident answer.
     """
-    from rag_app.results import format_context  # loaded already: the result came from it
 
     if not result.confident and (result.hits or result.vector_hits or result.bm25_hits):
         return _format_no_match(result)
@@ -47,11 +49,12 @@ def format_search(result: RetrievalResult) -> str:
     if not result.vector_hits and not result.bm25_hits:
         return NO_HITS
     shown = {h.node_id for h in result.vector_hits}
-    bm25_new = [h for h in result.bm25_hits if h.node_id not in shown]
+    vector = list(enumerate(result.vector_hits, 1))
+    bm25_new = [(r, h) for r, h in enumerate(result.bm25_hits, 1) if h.node_id not in shown]
     repeated = len(result.bm25_hits) - len(bm25_new)
-    vector_body = format_context(result.vector_hits) if result.vector_hits else "（該当なし）"
+    vector_body = _ranked_hits(vector) if vector else "（該当なし）"
     if bm25_new:
-        bm25_body = format_context(bm25_new)
+        bm25_body = _ranked_hits(bm25_new)
     else:
         bm25_body = "（該当なし）" if not result.bm25_hits else ""
     if repeated:
@@ -61,6 +64,14 @@ def format_search(result: RetrievalResult) -> str:
         f"# {VECTOR_SECTION} ({len(result.vector_hits)}件)\n\n{vector_body}\n\n"
         f"# {BM25_SECTION} ({len(result.bm25_hits)}件)\n\n{bm25_body}"
     )
+
+
+def _ranked_hits(ranked: list[tuple[int, Hit]]) -> str:
+    """Hits under their rank in their own list (`Hit.rank` when set, as `HitOut.ranked`
+    numbers them), not their position among the hits shown."""
+    from rag_app.results import format_hit
+
+    return "\n\n".join(format_hit(h, h.rank or rank) for rank, h in ranked)
 
 
 def _format_no_match(result: RetrievalResult) -> str:

@@ -89,8 +89,28 @@ def test_separate_mode_has_two_labelled_sections_and_skips_repeats() -> None:
     assert vector_part.startswith("# ベクトル検索の結果 (2件)\n\n## [1] Source: https://ex.test/a")
     assert "りゅうおう" in vector_part and "スライム" in vector_part
     assert "りゅうおう" not in bm25_part, "a chunk already shown above is not repeated"
-    assert "## [1] Source: https://ex.test/b\n" in bm25_part and "しれんのしろ" in bm25_part
+    assert "## [2] Source: https://ex.test/b\n" in bm25_part and "しれんのしろ" in bm25_part
     assert "同じチャンク 1 件は省略" in bm25_part
+
+
+def test_separate_mode_numbers_each_hit_by_its_rank_in_its_list() -> None:
+    """The BM25 section leaves out chunks the vector section shows, but the hits it shows
+    keep their BM25 rank: the text's numbers are the structured content's `rank`s."""
+    b2 = hit("b2", "https://ex.test/c", "たいまつ", bm25_score=2.0)
+    result = RetrievalResult(
+        query="q", mode="separate", hits=[], vector_hits=[A1, A2], bm25_hits=[A2, A1, B1, b2]
+    )
+    text = format_search(result)
+    bm25_part = text.split("# BM25 キーワード検索の結果 (4件)")[1]
+    heads = [line[:6] for line in bm25_part.splitlines() if line.startswith("## ")]
+    assert heads == ["## [3]", "## [4]"]
+    vector_part = text.split("# BM25")[0]
+    assert [line[:6] for line in vector_part.splitlines() if line.startswith("## ")] == [
+        "## [1]",
+        "## [2]",
+    ]
+    out = SearchOutput.of(result)
+    assert [h.rank for h in out.bm25_hits if h.node_id in ("b1", "b2")] == [3, 4]
 
 
 def test_separate_mode_with_one_empty_side() -> None:
