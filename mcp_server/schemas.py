@@ -72,8 +72,12 @@ class SearchOutput(BaseModel):
     query: str
     mode: str = Field(description="fused, vector, bm25 or separate.")
     hits: list[HitOut] = Field(description="Ranked hits (empty in separate mode).")
-    vector_hits: list[HitOut] = Field(description="Raw vector-search list (separate mode).")
-    bm25_hits: list[HitOut] = Field(description="Raw BM25 list (separate mode).")
+    vector_hits: list[HitOut] = Field(
+        description="Raw vector-search list in separate mode; empty in the other modes."
+    )
+    bm25_hits: list[HitOut] = Field(
+        description="Raw BM25 list in separate mode; empty in the other modes."
+    )
     sources: list[str] = Field(description="Source URLs in rank order, each once.")
     timings_ms: dict[str, float]
     confident: bool = Field(
@@ -84,12 +88,16 @@ class SearchOutput(BaseModel):
 
     @classmethod
     def of(cls, result: RetrievalResult) -> SearchOutput:
+        """The result as the schema describes it. Only separate mode returns the per-side
+        lists: in vector and bm25 mode the retriever's lists are its raw candidates (more
+        than the hits, none of them in the text), which `hits` already answers."""
+        separate = result.mode == "separate"
         return cls(
             query=result.query,
             mode=result.mode,
             hits=HitOut.ranked(result.hits),
-            vector_hits=HitOut.ranked(result.vector_hits),
-            bm25_hits=HitOut.ranked(result.bm25_hits),
+            vector_hits=HitOut.ranked(result.vector_hits) if separate else [],
+            bm25_hits=HitOut.ranked(result.bm25_hits) if separate else [],
             sources=result.sources,
             timings_ms={k: round(v, 2) for k, v in result.timings.items()},
             confident=result.confident,

@@ -185,6 +185,23 @@ async def test_separate_mode_returns_both_lists(kb: KnowledgeBase, settings: RAG
     assert data["bm25_hits"][0]["bm25_score"] > 0
 
 
+async def test_only_separate_mode_returns_the_per_side_lists(
+    kb: KnowledgeBase, settings: RAGSettings
+) -> None:
+    """vector_hits / bm25_hits are separate mode's lists; a vector or bm25 search answers
+    in `hits` only (its retriever's raw candidates, never shown in the text, stay out)."""
+    await ingest(kb)
+    async with connect(kb, settings) as client:
+        for mode in ("vector", "bm25", "fused"):
+            result = await client.call_tool(
+                "rag_search", {"query": "りゅうおう の HP", "n_results": 1, "mode": mode}
+            )
+            assert not result.is_error, text_of(result)
+            data = result.structured_content
+            assert data is not None and len(data["hits"]) == 1, (mode, data)
+            assert data["vector_hits"] == [] and data["bm25_hits"] == [], mode
+
+
 async def test_no_hit_is_the_spec_sentence_not_an_error(
     kb: KnowledgeBase, settings: RAGSettings
 ) -> None:
