@@ -46,9 +46,8 @@ from mcp_server.schemas import (
 from rag_app.console import printable
 from rag_app.crawl_options import MAX_DEPTH
 from rag_app.jobs import outcome_of
-from rag_app.results import CrawlSummary
+from rag_app.results import SEARCH_MODES, CrawlSummary, check_search_mode
 
-SEARCH_MODES = ("fused", "vector", "bm25", "separate")
 Ctx = Context[AppContext, Any]
 
 Query = Annotated[
@@ -73,8 +72,8 @@ Mode = Annotated[
             "'vector': by meaning only. 'bm25': by exact words only (names, codes, numbers). "
             "'separate': both lists side by side, for you to weigh."
         ),
-        # Advertised, not enforced here: the KnowledgeBase answers a wrong mode in one
-        # sentence, where pydantic's enum error would be a multi-line dump.
+        # Advertised, not enforced by the SDK: pydantic's enum error would be a multi-line
+        # dump; `rag_search` refuses a wrong mode (also "") in the KnowledgeBase's sentence.
         json_schema_extra=lambda schema: _string_enum(schema, SEARCH_MODES),
     ),
 ]
@@ -234,6 +233,7 @@ async def rag_search(
     passages; structuredContent then has confident=false.
     """
     try:
+        check_search_mode(mode)  # before the store service, which reads "" as no mode
         kb = await _app(ctx).knowledge_base()
         result = await kb.retrieve(query, n_results=n_results, mode=mode, source=source)
     except Exception as exc:

@@ -50,7 +50,7 @@ from rag_app.errors import (
 from rag_app.fetching import Fetched, Gone, NotModified, fetch_file, fetch_web
 from rag_app.index.bm25_index import BM25Index, FieldWeights
 from rag_app.index.chroma_store import ChromaStore, SectionChunk, SourceRecord, make_client
-from rag_app.index.hybrid_retriever import SEARCH_MODES, HybridRetriever, SearchMode
+from rag_app.index.hybrid_retriever import HybridRetriever, SearchMode
 from rag_app.index.reindex_carry import Carry
 from rag_app.index.search_gate import SEARCHES
 from rag_app.index.store import EXACT_COPY_INLINE, KnowledgeStore, Neighbourhood, bm25_text
@@ -103,6 +103,7 @@ from rag_app.results import (
     ReadResult,
     RefreshSummary,
     RetrievalResult,
+    check_search_mode,
     hit_overhead,
 )
 from rag_app.site_crawl import SiteCrawl
@@ -1137,8 +1138,7 @@ class KnowledgeBase:
                 f"The query is {len(query):,} characters long; the limit is "
                 f"{MAX_QUERY_CHARS:,}. Shorten it."
             )
-        if mode is not None and mode not in SEARCH_MODES:
-            raise RAGError(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
+        check_search_mode(mode)
         if n_results is not None and not (isinstance(n_results, int) and 1 <= n_results <= 100):
             raise RAGError(f"n_results must be between 1 and 100, got {n_results}.")
         await self.open()

@@ -6,6 +6,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from rag_app.errors import RAGError
 from rag_app.limits import MAX_LISTED_FILE_ERRORS
 from rag_app.markdown_fences import Fences
 
@@ -14,6 +15,13 @@ if TYPE_CHECKING:  # results are also built by light clients that never import L
 
 SCORE_KEYS = ("vector_distance", "bm25_score", "combined_score")
 SEARCH_MODES: tuple[str, ...] = ("fused", "vector", "bm25", "separate")
+
+
+def check_search_mode(mode: str | None) -> None:
+    """Refuse a search mode that is not one of `SEARCH_MODES` in one sentence; None means
+    the default, but an empty string is no mode (it is not "leave it out")."""
+    if mode is not None and mode not in SEARCH_MODES:
+        raise RAGError(f"Unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}.")
 
 
 @dataclass

@@ -202,6 +202,29 @@ async def test_only_separate_mode_returns_the_per_side_lists(
             assert data["vector_hits"] == [] and data["bm25_hits"] == [], mode
 
 
+async def test_an_empty_mode_is_refused_like_any_other_unknown_mode(
+    kb: KnowledgeBase, settings: RAGSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schema's enum has no "": it is refused in the same line as "nope", before the
+    knowledge base is asked (the store service reads an empty field as no mode)."""
+    asked: list[object] = []
+
+    async def retrieve(*args: object, **kwargs: object) -> object:
+        asked.append(kwargs.get("mode"))
+        raise AssertionError("a wrong mode reached the knowledge base")
+
+    monkeypatch.setattr(kb, "retrieve", retrieve, raising=False)
+    async with connect(kb, settings) as client:
+        empty = await client.call_tool("rag_search", {"query": "りゅうおう", "mode": ""})
+        wrong = await client.call_tool("rag_search", {"query": "りゅうおう", "mode": "nope"})
+    assert empty.is_error and wrong.is_error and asked == []
+    assert text_of(empty) == (
+        "エラー: 検索に失敗しました。 原因: Unknown search mode ''; use one of fused, vector, "
+        "bm25, separate."
+    )
+    assert text_of(wrong) == text_of(empty).replace("''", "'nope'")
+
+
 async def test_no_hit_is_the_spec_sentence_not_an_error(
     kb: KnowledgeBase, settings: RAGSettings
 ) -> None:

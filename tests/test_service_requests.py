@@ -414,6 +414,22 @@ async def test_an_index_whose_client_goes_away_stops_after_the_file_being_writte
         await runner.cleanup()
 
 
+async def test_an_empty_search_mode_is_refused_not_read_as_the_default(
+    service: tuple[StoreService, int],
+) -> None:
+    """`mode: ""` is no mode: the service passes it on and the search refuses it, as it
+    does any unknown mode; a missing or null mode is still the default."""
+    svc, port = service
+    await svc.kb.ingest_text("https://example.com/a", "# りゅうおう\n\nりゅうおう の しろ。")
+    client = StoreClient(svc.kb.settings, {"port": port, "token": svc.token})
+    try:
+        with pytest.raises(RAGError, match=r"Unknown search mode ''; use one of fused"):
+            await client.retrieve("りゅうおう", mode="")
+        assert (await client.retrieve("りゅうおう", mode=None)).hits
+    finally:
+        await client.aclose()
+
+
 async def test_stats_travel_one_page_at_a_time(service: tuple[StoreService, int]) -> None:
     """`rag_stats` asks the service for its page only (the whole list of sources went to
     every caller, and broke past aiohttp's 2 MiB line with ~6,000 long URLs)."""

@@ -32,6 +32,12 @@ def optional_text(body: dict[str, Any], name: str) -> str | None:
     return text(body, name) or None
 
 
+def nullable_text(body: dict[str, Any], name: str) -> str | None:
+    """A string field that may be missing or null (None); an empty string stays one, for
+    fields where it is a wrong value rather than "not given"."""
+    return None if body.get(name) is None else text(body, name)
+
+
 def integer(body: dict[str, Any], name: str) -> int | None:
     """A whole-number field (missing or null: None); true/false are not numbers."""
     value = body.get(name)

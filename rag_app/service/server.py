@@ -445,7 +445,7 @@ class StoreService:
         result = await self.kb.retrieve(
             fields.text(body, "query"),
             n_results=body.get("n_results"),  # both checked by `retrieve` (one line)
-            mode=fields.optional_text(body, "mode"),
+            mode=fields.nullable_text(body, "mode"),  # "" is refused, not the default
             options=body.get("options") or None,
             source=fields.optional_text(body, "source"),
         )
