@@ -37,6 +37,7 @@ def format_search(result: RetrievalResult) -> str:
     Separate mode does not repeat in the BM25 section a chunk the vector section shows;
     the hits it does show keep their rank in the BM25 list (the `rank` of
     `bm25_hits` in the structured content), so a gap says what was left out.
+    Hits the answer's character budget left no room for are counted in a last line.
     When the no-match rule declined the search (`result.confident` False), the answer
     says so and lists the nearest hits as pointers only, without their passages, so
     nothing reads as a confident answer.
@@ -45,7 +46,9 @@ def format_search(result: RetrievalResult) -> str:
     if not result.confident and (result.hits or result.vector_hits or result.bm25_hits):
         return _format_no_match(result)
     if result.mode != "separate":
-        return result.context if result.hits else NO_HITS
+        if not result.hits:
+            return NO_HITS
+        return result.context + (f"\n\n{over_budget(result.left_out)}" if result.left_out else "")
     if not result.vector_hits and not result.bm25_hits:
         return NO_HITS
     shown = {h.node_id for h in result.vector_hits}
@@ -63,6 +66,15 @@ def format_search(result: RetrievalResult) -> str:
     return (
         f"# {VECTOR_SECTION} ({len(result.vector_hits)}件)\n\n{vector_body}\n\n"
         f"# {BM25_SECTION} ({len(result.bm25_hits)}件)\n\n{bm25_body}"
+    )
+
+
+def over_budget(left_out: int) -> str:
+    """The note under hits the answer's character budget cut short: n_results is not
+    what came back, and why."""
+    return (
+        f"（回答の文字数の上限に達したため、残りの {left_out} 件は省略しました。"
+        "n_results を減らすと各結果の本文が長くなります）"
     )
 
 

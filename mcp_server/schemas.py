@@ -85,6 +85,11 @@ class SearchOutput(BaseModel):
         description="False when nothing answers the query: the hits are only the nearest "
         "chunks (the text answer says no match was found).",
     )
+    left_out: int = Field(
+        0,
+        description="How many of the n_results hits asked for were left out to keep the "
+        "answer within the server's character budget (0 when none were).",
+    )
 
     @classmethod
     def of(cls, result: RetrievalResult) -> SearchOutput:
@@ -101,6 +106,7 @@ class SearchOutput(BaseModel):
             sources=result.sources,
             timings_ms={k: round(v, 2) for k, v in result.timings.items()},
             confident=result.confident,
+            left_out=result.left_out,
         )
 
 

@@ -59,7 +59,10 @@ NResults = Annotated[
     Field(
         description=(
             "How many hits to return, 1-100. Leave it out for the server's default "
-            "(3 unless its operator changed it). Each hit comes with its passage."
+            "(3 unless its operator changed it). Each hit comes with its passage. The "
+            "answer has a character budget (the server's, 3000 by default): when the "
+            "passages fill it, fewer hits come back and the answer says how many were "
+            "left out (left_out)."
         ),
         json_schema_extra={"minimum": 1, "maximum": 100},
     ),

@@ -87,6 +87,7 @@ from rag_app.passages import (
     Piece,
     PieceReader,
     first_reaches,
+    left_out_by_budget,
     page,
     reading_text,
     section_forms,
@@ -1158,11 +1159,14 @@ class KnowledgeBase:
                 near=reaches,
             )
             hits = [Hit.from_node(n) for n in outcome.fused]
+            left_out = 0
             if widen and hits and outcome.confident:  # a declined search shows pointers only
                 with timer("passages", outcome.timings):
+                    candidates = hits
                     hits = await asyncio.to_thread(
                         self._passages, hits, search_settings, reaches, outcome.neighbourhood
                     )
+                left_out = left_out_by_budget(candidates, hits, len(reaches))
             else:
                 hits = hits[:wanted]
         result = RetrievalResult(
@@ -1174,6 +1178,7 @@ class KnowledgeBase:
             timings=outcome.timings,
             confident=outcome.confident,
             evidence=outcome.evidence.to_dict(),
+            left_out=left_out,
         )
         self._log_retrieval(search_settings, result)
         return result

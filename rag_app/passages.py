@@ -340,6 +340,23 @@ def expand_hits(
     return out
 
 
+def left_out_by_budget(candidates: Sequence[Hit], shown: Sequence[Hit], limit: int) -> int:
+    """How many of the `limit` hits asked for `expand_hits` left out for want of room in
+    the answer's total budget: candidates neither shown nor inside a shown passage (those
+    are not lost, their text is there), at most the places left empty. Fewer hits because
+    fewer candidates matched is not counted."""
+    if len(shown) >= limit:
+        return 0
+    ids = {h.node_id for h in shown}
+    inside = {(h.source_url, i) for h in shown for i in (*h.passage_chunks, h.chunk_index)}
+    dropped = sum(
+        1
+        for h in candidates
+        if h.node_id not in ids and (h.source_url, h.chunk_index) not in inside
+    )
+    return min(limit - len(shown), dropped)
+
+
 class PieceReader:
     """Passages built with few reads of the store: `read` takes `(source, chunk indexes)`
     windows and gives `(source, piece)` pairs (Chroma charges ~0.6 ms a read and ~40 µs

@@ -164,6 +164,9 @@ class RetrievalResult:
     timings: dict[str, float] = field(default_factory=dict)
     confident: bool = True
     evidence: dict[str, Any] = field(default_factory=dict)
+    left_out: int = 0
+    """Hits asked for (`n_results`) that the answer's character budget (`rag_answer_chars`)
+    left no room for (`rag_app.passages.left_out_by_budget`)."""
 
     @property
     def context(self) -> str:
@@ -185,6 +188,7 @@ class RetrievalResult:
             "timings_ms": {k: round(v, 2) for k, v in self.timings.items()},
             "confident": self.confident,
             "evidence": self.evidence,
+            "left_out": self.left_out,
         }
 
     @classmethod
@@ -198,6 +202,7 @@ class RetrievalResult:
             timings=dict(data.get("timings_ms", {})),
             confident=bool(data.get("confident", True)),
             evidence=dict(data.get("evidence") or {}),
+            left_out=int(data.get("left_out") or 0),
         )
 
 

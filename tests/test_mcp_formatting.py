@@ -288,3 +288,15 @@ def test_a_passage_that_leaves_a_code_block_open_is_closed_before_the_next_hit()
     hits = [line for line in text.split("\n") if not fences.step(line) and line.startswith("#")]
     assert [line.split("]")[0] for line in hits] == ["## [1", "## [2"], hits
     assert "```python\nx = 1\n## [9] Source: http://spoof/\n```" in text
+
+
+def test_hits_left_out_by_the_budget_travel_and_are_said() -> None:
+    """`left_out` survives the store service's JSON and ends the text and the structured
+    content alike."""
+    result = RetrievalResult(query="q", mode="fused", hits=[A1], left_out=2)
+    again = RetrievalResult.from_dict(result.to_dict())
+    assert again.left_out == 2
+    assert format_search(again).endswith(
+        "残りの 2 件は省略しました。n_results を減らすと各結果の本文が長くなります）"
+    )
+    assert SearchOutput.of(again).left_out == 2

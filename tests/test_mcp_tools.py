@@ -254,6 +254,36 @@ async def test_default_count_is_rag_retrieval_count(tmp_path: Path, builtin_embe
     assert len(three.structured_content["hits"]) == 3
 
 
+async def test_hits_the_answer_budget_leaves_out_are_counted(
+    tmp_path: Path, builtin_embed: Any
+) -> None:
+    """n_results past what the answer's character budget holds: the answer says how many
+    hits were left out, in the text and in structuredContent.left_out."""
+    settings = load_settings(
+        chromadb_persist_dir=str(tmp_path / "c"),
+        bm25_persist_dir=str(tmp_path / "b"),
+        rag_answer_chars=400,
+    )
+    kb = await KnowledgeBase(settings, embed_model=builtin_embed).open()
+    for i in range(8):
+        await kb.ingest_text(
+            f"https://ex.test/town{i}", f"# まち{i}\n\nまち{i} の やどや は {i + 5} ゴールド です。"
+        )
+    async with connect(kb, settings) as client:
+        many = await client.call_tool("rag_search", {"query": "やどや ゴールド", "n_results": 8})
+        one = await client.call_tool("rag_search", {"query": "やどや ゴールド", "n_results": 1})
+    assert not many.is_error, text_of(many)
+    data = many.structured_content
+    assert data is not None and 0 < len(data["hits"]) < 8
+    assert data["left_out"] == 8 - len(data["hits"])
+    assert text_of(many).endswith(
+        f"（回答の文字数の上限に達したため、残りの {data['left_out']} 件は省略しました。"
+        "n_results を減らすと各結果の本文が長くなります）"
+    )
+    assert one.structured_content is not None and one.structured_content["left_out"] == 0
+    assert "省略" not in text_of(one)
+
+
 @pytest.mark.parametrize(
     ("tool", "args", "expected"),
     [

@@ -17,6 +17,7 @@ from rag_app.passages import (
     expand_hits,
     first_reaches,
     join_chunks,
+    left_out_by_budget,
     page,
     reading_text,
 )
@@ -584,3 +585,16 @@ def test_the_lead_is_found_past_a_captioned_table_inside_the_section() -> None:
     )
     assert wide.passage_chunks[0] == 0 and wide.passage.startswith(f"{pieces[0].text}\n[…]\n")
     assert "| k" not in wide.passage  # the table itself is not part of the passage
+
+
+def test_left_out_by_budget_counts_only_candidates_the_answer_had_no_room_for() -> None:
+    """A candidate inside a shown passage is not lost; fewer candidates than asked for is
+    no budget's doing; the count never passes the places left empty."""
+    from dataclasses import replace
+
+    candidates = [_hit(0, "a"), _hit(1, "b"), _hit(5, "c"), _hit(9, "d"), _hit(0, "e", "t")]
+    shown = [replace(candidates[0], rank=1, passage="a b", passage_chunks=[0, 1])]
+    assert left_out_by_budget(candidates, shown, 5) == 3  # 5, 9 and t0, not 1
+    assert left_out_by_budget(candidates, shown, 3) == 2
+    assert left_out_by_budget(candidates[:2], shown, 5) == 0
+    assert left_out_by_budget(candidates, [*shown, *candidates[2:]], 4) == 0
