@@ -214,6 +214,38 @@ def format_job_started(job: dict[str, Any]) -> str:
     )
 
 
+SUMMARY_LABELS = {
+    "running": "途中経過",
+    "done": "完了",
+    "failed": "失敗時点",
+    "cancelled": "中止時点",
+}
+"""What a job's counts are, by its state: a running or stopped job's are not a result."""
+
+
+def _job_summary(job: dict[str, Any]) -> str:
+    """A job's counts under the label of its state (`SUMMARY_LABELS`). A failed job's
+    page errors are said only when there were some: its own failure is the `原因`
+    that follows, and `エラー: 0件` beside it would read as a clean run."""
+    result = job.get("result") or {}
+    if not result or job["kind"] not in _KINDS:
+        return ""
+    label = SUMMARY_LABELS.get(job["state"], job["state"])
+    errors = int(result.get("errors", 0) or 0)
+    if job["kind"] == "crawl":
+        counts = (
+            f"{result.get('pages_crawled', 0)}ページ / {result.get('chunks_stored', 0)}チャンク"
+        )
+    else:
+        counts = (
+            f"変更なし: {result.get('unchanged', 0)} / 更新: {result.get('updated', 0)}"
+            f" / 削除: {result.get('removed', 0)}"
+        )
+    if errors or job["state"] != "failed":
+        counts += f" / エラー: {errors}件"
+    return f"{label}: {counts}"
+
+
 def format_jobs(jobs: list[dict[str, Any]]) -> str:
     """One line per job (running first), with the summary of finished ones."""
     if not jobs:
@@ -226,17 +258,8 @@ def format_jobs(jobs: list[dict[str, Any]]) -> str:
         line = f"- {job['id']} {kind} [{state}] {job['done']}{total}ページ: {job['target']}"
         if job.get("attempt", 1) > 1:  # run again by a restarted store service
             line += f" (再起動後に再開, {job['attempt']}回目)"
-        result = job.get("result") or {}
-        if job["kind"] == "crawl" and result:
-            line += f" — 完了: {result.get('pages_crawled', 0)}ページ / "
-            line += (
-                f"{result.get('chunks_stored', 0)}チャンク / エラー: {result.get('errors', 0)}件"
-            )
-        elif job["kind"] == "refresh" and result:
-            line += (
-                f" — 変更なし: {result.get('unchanged', 0)} / 更新: {result.get('updated', 0)}"
-                f" / 削除: {result.get('removed', 0)} / エラー: {result.get('errors', 0)}件"
-            )
+        if summary := _job_summary(job):
+            line += f" — {summary}"
         if job.get("error"):
             line += f" (原因: {job['error']})"
         if (wait := WriteWait.from_dict(job.get("waiting"))) is not None:

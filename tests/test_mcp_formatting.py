@@ -260,6 +260,33 @@ def test_a_resumed_job_says_so_in_its_line() -> None:
     assert "(再起動後に再開, 2回目)" in format_jobs([{**job, "attempt": 2}])
 
 
+def test_a_jobs_counts_are_labelled_by_its_state() -> None:
+    """Only a finished job's counts are 完了; a running one's are 途中経過, a cancelled
+    one's 中止時点, and a failed one's 失敗時点 without an `エラー: 0件` that would read as
+    a clean run (its own failure is the 原因 after them)."""
+    counts = {"pages_crawled": 1, "chunks_stored": 4, "errors": 0}
+    job = {
+        "id": "1a2b3c4d", "kind": "crawl", "target": "https://docs.test/", "done": 1,
+        "total": 4, "error": "", "result": counts,
+    }  # fmt: skip
+    lines = {
+        state: format_jobs([{**job, "state": state}])
+        for state in ("running", "done", "cancelled", "failed")
+    }
+    assert lines["running"].endswith(" — 途中経過: 1ページ / 4チャンク / エラー: 0件")
+    assert lines["done"].endswith(" — 完了: 1ページ / 4チャンク / エラー: 0件")
+    assert lines["cancelled"].endswith(" — 中止時点: 1ページ / 4チャンク / エラー: 0件")
+    failed = format_jobs([{**job, "state": "failed", "error": "The disk is full."}])
+    assert failed.endswith(" — 失敗時点: 1ページ / 4チャンク (原因: The disk is full.)")
+    with_errors = format_jobs([{**job, "state": "failed", "result": {**counts, "errors": 2}}])
+    assert with_errors.endswith(" — 失敗時点: 1ページ / 4チャンク / エラー: 2件")
+    refresh = {**job, "kind": "refresh", "result": {"unchanged": 3, "updated": 1, "errors": 0}}
+    assert format_jobs([{**refresh, "state": "running"}]).endswith(
+        " — 途中経過: 変更なし: 3 / 更新: 1 / 削除: 0 / エラー: 0件"
+    )
+    assert "完了" not in format_jobs([{**refresh, "state": "cancelled"}])
+
+
 def test_the_first_page_of_a_long_source_lists_its_sections() -> None:
     """An unknown section's error says the sections are listed when the source is read
     without one: so they are, on its first page, however long the source."""
