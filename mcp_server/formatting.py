@@ -203,12 +203,21 @@ _KINDS = {"crawl": "クロール", "refresh": "更新確認"}
 JOB_STATES = {"running": "実行中", "done": "完了", "failed": "失敗", "cancelled": "中止"}
 
 
+def job_target(job: dict[str, Any]) -> str:
+    """What a job works on, for the Japanese text: a crawl's URL, or (a refresh's
+    `REFRESH_TARGET`, English in the job's record) the stored web pages in Japanese."""
+    from rag_app.jobs import REFRESH_TARGET, REFRESH_TARGET_JA
+
+    target = str(job.get("target", ""))
+    return REFRESH_TARGET_JA if target == REFRESH_TARGET else target
+
+
 def format_job_started(job: dict[str, Any]) -> str:
     """The answer of a tool that started a background job."""
     kind = _KINDS.get(job["kind"], job["kind"])
     started = "はすでに実行中です" if job.get("joined") else "を開始しました"
     return (
-        f"{kind}{started} (ジョブID: {job['id']}, 対象: {job['target']})。\n"
+        f"{kind}{started} (ジョブID: {job['id']}, 対象: {job_target(job)})。\n"
         f"進み具合と結果は rag_jobs で確認できます。中止するには rag_jobs に "
         f'cancel="{job["id"]}" を渡してください。'
     )
@@ -255,7 +264,7 @@ def format_jobs(jobs: list[dict[str, Any]]) -> str:
         kind = _KINDS.get(job["kind"], job["kind"])
         state = JOB_STATES.get(job["state"], job["state"])
         total = f"/{job['total']}" if job["total"] else ""
-        line = f"- {job['id']} {kind} [{state}] {job['done']}{total}ページ: {job['target']}"
+        line = f"- {job['id']} {kind} [{state}] {job['done']}{total}ページ: {job_target(job)}"
         if job.get("attempt", 1) > 1:  # run again by a restarted store service
             line += f" (再起動後に再開, {job['attempt']}回目)"
         if summary := _job_summary(job):

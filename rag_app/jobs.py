@@ -26,6 +26,11 @@ from rag_app.write_wait import NOTICE, WriteWait
 
 logger = logging.getLogger(__name__)
 
+REFRESH_TARGET = "stored web pages"
+"""The `target` of every refresh job (kept in English in the job records and structured
+output, which clients read; the tools' Japanese text shows `REFRESH_TARGET_JA`)."""
+REFRESH_TARGET_JA = "保存済みのWebページ全体"
+
 KEEP_FINISHED = 50
 """Finished jobs remembered (the oldest are forgotten first)."""
 CANCEL_WAIT_SEC = 2.0

@@ -64,7 +64,7 @@ from rag_app.index.vector_salvage import (
 )
 from rag_app.ingest_transforms import AssignStableIds, EmbedMissing, embed_text
 from rag_app.job_journal import JobJournal
-from rag_app.jobs import MAX_CRASHES, Job, JobRegistry
+from rag_app.jobs import MAX_CRASHES, REFRESH_TARGET, Job, JobRegistry
 from rag_app.keyed_locks import KeyedLocks
 from rag_app.limits import (
     MAX_CRAWL_PAGES,
@@ -871,7 +871,7 @@ class KnowledgeBase:
         spec = {} if resume is None else {"checkpoint": resume.to_dict()}
         return self._jobs.start(
             "refresh",
-            "stored web pages",
+            REFRESH_TARGET,
             work,
             spec=spec,
             job_id=job_id,
@@ -906,7 +906,7 @@ class KnowledgeBase:
                 crashes = int(spec.get("crashes", 0)) + (0 if spec.get("clean_stop") else 1)
             except (TypeError, ValueError):
                 attempt, crashes = 0, MAX_CRASHES  # a damaged record: not run blindly
-            target = str(spec.get("url", "")) if kind == "crawl" else "stored web pages"
+            target = str(spec.get("url", "")) if kind == "crawl" else REFRESH_TARGET
             if crashes >= MAX_CRASHES:
                 why = (
                     "its record in the job journal is damaged"

@@ -287,6 +287,26 @@ def test_a_jobs_counts_are_labelled_by_its_state() -> None:
     assert "完了" not in format_jobs([{**refresh, "state": "cancelled"}])
 
 
+def test_a_refresh_jobs_target_is_japanese_in_the_text_and_kept_in_the_structure() -> None:
+    """The Japanese text does not show the record's English `stored web pages`; the
+    structured `target` stays as clients already read it."""
+    from mcp_server.formatting import format_job_started
+    from mcp_server.schemas import JobsOutput
+    from rag_app.jobs import REFRESH_TARGET
+
+    job = {
+        "id": "1a2b3c4d", "kind": "refresh", "target": REFRESH_TARGET, "state": "running",
+        "done": 0, "total": 0, "error": "", "result": {},
+    }  # fmt: skip
+    started, listed = format_job_started(job), format_jobs([job])
+    assert "(ジョブID: 1a2b3c4d, 対象: 保存済みのWebページ全体)" in started
+    assert listed.endswith("ページ: 保存済みのWebページ全体")
+    assert "stored web pages" not in started + listed
+    assert JobsOutput.of([job]).jobs[0].target == "stored web pages"
+    crawl = {**job, "kind": "crawl", "target": "https://docs.test/"}
+    assert "対象: https://docs.test/)" in format_job_started(crawl)
+
+
 def test_the_first_page_of_a_long_source_lists_its_sections() -> None:
     """An unknown section's error says the sections are listed when the source is read
     without one: so they are, on its first page, however long the source."""
