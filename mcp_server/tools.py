@@ -208,11 +208,12 @@ def _require_url(url: str) -> str:
     return url
 
 
-def _require_pattern(pattern: str) -> str:
-    """The crawler's own check (linear-time RE2 engine), before any page is fetched."""
+def _require_pattern(pattern: str, argument: str = "pattern") -> str:
+    """The crawler's own check (linear-time RE2 engine), before any page is fetched; the
+    error names `argument` (pattern or exclude)."""
     from rag_app.crawl.url_match import compile_pattern
 
-    compile_pattern(pattern)  # raises a one-sentence InvalidPatternError
+    compile_pattern(pattern, argument)  # raises a one-sentence InvalidPatternError
     return pattern
 
 
@@ -287,7 +288,7 @@ async def rag_crawl(
     try:
         target = _require_url(url)
         pattern = _require_pattern(pattern)
-        _require_pattern(exclude)
+        _require_pattern(exclude, "exclude")
         options = CrawlOptions(
             max_depth=max_depth, max_pages=max_pages, exclude=exclude, sitemap=sitemap
         )

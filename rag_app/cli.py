@@ -606,7 +606,7 @@ def _usage_error(args: argparse.Namespace) -> str | None:
         try:
             _crawl_options(args).validated(1, MAX_CRAWL_PAGES)
             compile_pattern(args.pattern)
-            compile_pattern(args.exclude)
+            compile_pattern(args.exclude, "exclude")
         except RAGError as err:
             return _error("crawl", err)
     if args.command == "read" and args.offset < 0:

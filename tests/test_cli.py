@@ -101,7 +101,7 @@ def test_bad_input_is_one_line_and_nonzero(env: Path, capsys: pytest.CaptureFixt
     # usage errors the command line itself shows are 2, before any store is opened
     for argv, said in [
         (["crawl", "https://nowhere.example/", "("], "not a valid regular expression"),
-        (["crawl", "https://nowhere.example/", "-x", "(?=a)"], "RE2 engine"),
+        (["crawl", "https://nowhere.example/", "-x", "(?=a)"], "exclude pattern uses"),
         (["read", "https://nowhere.example/x", "--offset", "-5"], "--offset must be 0"),
         (["read", "https://nowhere.example/x", "--max-chars", "50"], "--max-chars must be"),
         (["index", ""], "the folder is empty"),  # it indexed the current folder

@@ -292,7 +292,8 @@ async def test_hits_the_answer_budget_leaves_out_are_counted(
         ("rag_search", {"query": "x", "mode": "magic"}, "Unknown search mode"),
         ("rag_delete", {"url": "https://ex.test/never-added"}, "Nothing is stored"),
         ("rag_add", {"url": "  "}, "No URL was given"),
-        ("rag_crawl", {"url": "https://ex.test/", "pattern": "("}, "not a valid regular"),
+        ("rag_crawl", {"url": "https://ex.test/", "pattern": "("}, "The URL pattern is not a"),
+        ("rag_crawl", {"url": "https://ex.test/", "exclude": "["}, "The exclude pattern is not"),
     ],
 )
 async def test_user_errors_are_one_sentence_tool_errors(

@@ -295,7 +295,7 @@ async def test_bad_limits_and_patterns_fail_before_any_fetch(
         (CrawlOptions(max_depth=0), "max_depth must be between"),
         (CrawlOptions(max_depth=99), "max_depth must be between"),
         (CrawlOptions(max_pages=0), "max_pages must be between"),
-        (CrawlOptions(exclude="(a"), "not a valid regular"),
+        (CrawlOptions(exclude="(a"), "The exclude pattern is not a valid regular"),
     ]:
         with pytest.raises(RAGError, match=message):
             await kb.start_crawl(site.url("/docs/"), options=options)

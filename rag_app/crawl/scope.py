@@ -102,7 +102,7 @@ class CrawlScope:
             start=start,
             directory="/" if whole_site else directory_of(start),
             include=compile_pattern(pattern),
-            exclude=compile_pattern(exclude),
+            exclude=compile_pattern(exclude, "exclude"),
             include_text=pattern,
             exclude_text=exclude,
         )

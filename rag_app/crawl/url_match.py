@@ -38,13 +38,17 @@ def _reason(err: Exception) -> str:
     return str(detail or type(err).__name__)
 
 
-def compile_pattern(pattern: str) -> UrlPattern | None:
-    """Compile the URL filter (`re.search` semantics, RE2 syntax); '' means no filter."""
+def compile_pattern(pattern: str, argument: str = "pattern") -> UrlPattern | None:
+    """Compile the URL filter (`re.search` semantics, RE2 syntax); '' means no filter.
+
+    `argument` names the option the pattern came from (`pattern`, or `exclude`), so an
+    error says which of the two to fix."""
     if not pattern:
         return None
+    what = "The URL pattern" if argument == "pattern" else f"The {argument} pattern"
     if len(pattern) > MAX_PATTERN_CHARS:
         raise InvalidPatternError(
-            f"The URL pattern is longer than {MAX_PATTERN_CHARS} characters; use a shorter one."
+            f"{what} is longer than {MAX_PATTERN_CHARS} characters; use a shorter one."
         )
     try:
         return re2.compile(pattern, _re2_options())
@@ -54,10 +58,10 @@ def compile_pattern(pattern: str) -> UrlPattern | None:
         re.compile(pattern)
     except re.error as err:
         raise InvalidPatternError(
-            f"The URL pattern is not a valid regular expression ({err}); fix it or leave it empty."
+            f"{what} is not a valid regular expression ({err}); fix it or leave it empty."
         ) from None
     raise InvalidPatternError(
-        f"The URL pattern uses something the linear-time RE2 engine does not support "
+        f"{what} uses something the linear-time RE2 engine does not support "
         f"({reason}), such as a backreference, a lookaround or a repeat over 1000; "
         "rewrite it without that."
     )
