@@ -88,7 +88,12 @@ HOSTILE: list[tuple[str, str]] = [
     ("javascript:alert(1)", r"not scheme 'javascript'"),
     ("gopher://example.com:70/_evil", r"not scheme 'gopher'"),
     ("data:text/html,<h1>hi</h1>", r"not scheme 'data'"),
-    ("//example.com/no-scheme", r"not scheme 'none'"),
+    ("//example.com/no-scheme", r"'//example.com/no-scheme' is not an http\(s\) URL: it has no"),
+    (
+        "not a url",
+        r"^'not a url' is not an http\(s\) URL: it has no scheme \(http:// or https://\)",
+    ),
+    ("example.com/page", r"not an http\(s\) URL: it has no scheme"),
     # structure
     ("http:///just-a-path", r"no host name"),
     ("http://:80/", r"no host name"),

@@ -292,6 +292,8 @@ async def test_hits_the_answer_budget_leaves_out_are_counted(
         ("rag_search", {"query": "x", "mode": "magic"}, "Unknown search mode"),
         ("rag_delete", {"url": "https://ex.test/never-added"}, "Nothing is stored"),
         ("rag_add", {"url": "  "}, "No URL was given"),
+        ("rag_add", {"url": "not a url"}, "原因: 'not a url' is not an http(s) URL: it has no"),
+        ("rag_add", {"url": "ftp://ex.test/"}, "Only http and https URLs are accepted, not"),
         ("rag_crawl", {"url": "https://ex.test/", "pattern": "("}, "The URL pattern is not a"),
         ("rag_crawl", {"url": "https://ex.test/", "exclude": "["}, "The exclude pattern is not"),
     ],

@@ -314,9 +314,14 @@ def parse_url(url: str, policy: AddressPolicy | None = None) -> CheckedUrl:
     except ValueError:
         raise UrlRefusedError(f"The URL {url[:200]} cannot be parsed; check its syntax.") from None
     scheme = parts.scheme.lower()
+    if not scheme:  # a word, a bare host or a path: no scheme to name
+        raise UrlRefusedError(
+            f"{url[:200]!r} is not an http(s) URL: it has no scheme (http:// or https://); "
+            "give a full URL like https://example.com/page."
+        )
     if scheme not in ALLOWED_SCHEMES:
-        shown = scheme or "none"
-        raise UrlRefusedError(f"Only http and https URLs can be crawled, not scheme '{shown}'.")
+        # shared by every tool that takes a URL (add, crawl, the redirect check)
+        raise UrlRefusedError(f"Only http and https URLs are accepted, not scheme '{scheme}'.")
     netloc = parts.netloc
     if "@" in netloc:
         raise UrlRefusedError(
