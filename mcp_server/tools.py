@@ -120,7 +120,13 @@ MaxChars = Annotated[
 Url = Annotated[str, Field(description="An http(s) URL.")]
 StatsOffset = Annotated[
     int,
-    Field(description="Skip this many sources (to page through a long list).", ge=0),
+    Field(
+        description=(
+            "Skip this many sources (to page through a long list); an offset at or past "
+            "the last source is an error that says how many there are."
+        ),
+        ge=0,
+    ),
 ]
 StatsLimit = Annotated[
     int,
@@ -215,6 +221,19 @@ def _require_pattern(pattern: str, argument: str = "pattern") -> str:
 
     compile_pattern(pattern, argument)  # raises a one-sentence InvalidPatternError
     return pattern
+
+
+def _require_listed(offset: int, count: int) -> None:
+    """Refuse a `rag_stats` offset with no source at it, as `rag_read` refuses one past
+    its text: an answer of totals alone would read as a store with nothing more to list.
+    Offset 0 of an empty store is its (empty) first page."""
+    if offset and offset >= count:
+        if not count:
+            raise ToolInputError(f"offset {offset:,} is past the end: no source is stored.")
+        raise ToolInputError(
+            f"offset {offset:,} is past the last source (there are {count:,}; offsets "
+            f"0–{count - 1:,} list them)."
+        )
 
 
 async def rag_search(
@@ -399,6 +418,7 @@ async def rag_stats(
     try:
         kb = await _app(ctx).knowledge_base()
         stats = await kb.stats(offset, limit)  # one page travels, not every source
+        _require_listed(offset, stats.source_count)
     except Exception as exc:
         return error_result("rag_stats", exc)
     return _ok(format_stats(stats, offset, limit), StatsOutput.of(stats, offset, limit))

@@ -225,6 +225,28 @@ async def test_an_empty_mode_is_refused_like_any_other_unknown_mode(
     assert text_of(wrong) == text_of(empty).replace("''", "'nope'")
 
 
+async def test_a_stats_offset_past_the_last_source_is_refused_as_read_refuses_one(
+    kb: KnowledgeBase, settings: RAGSettings
+) -> None:
+    """Totals alone for an offset with no source at it read as nothing more to list;
+    like rag_read's offset past the end, it is a one-line error saying how many there are."""
+    async with connect(kb, settings) as client:
+        empty = await client.call_tool("rag_stats", {})
+        await ingest(kb)
+        answers = {
+            offset: await client.call_tool("rag_stats", {"offset": offset})
+            for offset in (1, 2, 100_000)
+        }
+    assert not empty.is_error and "ソースURL数: 0" in text_of(empty)
+    assert not answers[1].is_error and "(2–2件目 / 2件)" in text_of(answers[1])
+    for offset in (2, 100_000):
+        assert answers[offset].is_error
+        assert text_of(answers[offset]) == (
+            f"エラー: 統計の取得に失敗しました。 原因: offset {offset:,} is past the last "
+            "source (there are 2; offsets 0–1 list them)."
+        )
+
+
 async def test_no_hit_is_the_spec_sentence_not_an_error(
     kb: KnowledgeBase, settings: RAGSettings
 ) -> None:
