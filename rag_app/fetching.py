@@ -178,17 +178,26 @@ are the same time."""
 
 
 async def fetch_file(
-    path: Path, old: SourceRecord | None, limits: DocumentLimits | None = None
+    path: Path,
+    old: SourceRecord | None,
+    limits: DocumentLimits | None = None,
+    within: Path | None = None,
 ) -> FetchOutcome:
-    """Read a local file unless its modification time is the one stored."""
+    """Read a local file unless its modification time is the one stored; with `within`
+    (the folder being indexed), only a file inside it. A file deleted, or replaced by a
+    folder, since it was listed is `Gone` (its stored copy is pruned, not kept)."""
     source = path.as_uri()
+    gone = Gone(source, f"The file {path} no longer exists.")
     try:
         mtime = (await asyncio.to_thread(path.stat)).st_mtime
     except FileNotFoundError:
-        return Gone(source, f"The file {path} no longer exists.")
+        return gone
     if old is not None and old.mtime and abs(old.mtime - mtime) < MTIME_TOLERANCE_SEC:
         return NotModified(source)
-    title, text = await in_ingest_lane(read_local_document, path, limits=limits)
+    try:
+        title, text = await in_ingest_lane(read_local_document, path, limits=limits, within=within)
+    except (FileNotFoundError, IsADirectoryError):  # deleted or replaced since its stat
+        return gone
     return Fetched(source, title, text, kind="file", record_fields={"mtime": mtime})
 
 

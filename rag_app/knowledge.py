@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import heapq
 import logging
 import shlex
 import threading
@@ -1058,13 +1059,23 @@ class KnowledgeBase:
         limits = DocumentLimits.from_settings(self.settings)
         total, done = len(scan.files), 0
 
-        async def index_file(file: Path) -> None:
+        # the folder's first failures are listed, in its order, whichever finish first
+        room = max(0, MAX_LISTED_FILE_ERRORS - len(summary.errors))
+        first_failures: list[tuple[int, str, str]] = []  # a heap of (-place, file, why)
+
+        def failed(at: int, file: Path, err: Exception) -> None:
+            logger.warning("Could not index %s: %s", file, err)
+            summary.failed += 1
+            heapq.heappush(first_failures, (-at, str(file), _file_error(err)))
+            if len(first_failures) > room:
+                heapq.heappop(first_failures)
+
+        async def index_file(at: int, file: Path) -> None:
             old = known.pop(file.as_uri(), None)
             try:  # the file's own problems (unreadable, binary, too large): listed, go on
-                outcome = await fetch_file(file, old, limits)
+                outcome = await fetch_file(file, old, limits, within=root)
             except Exception as err:
-                logger.warning("Could not index %s: %s", file, err)
-                summary.failure(str(file), _file_error(err))
+                failed(at, file, err)
                 return
             if isinstance(outcome, Gone):  # deleted since the folder was listed
                 if old is not None:
@@ -1078,8 +1089,7 @@ class KnowledgeBase:
                 mapped = None if isinstance(err, RAGError) else storage_error(err, self.settings)
                 if mapped is not None:
                     raise mapped from err
-                logger.warning("Could not index %s: %s", file, err)
-                summary.failure(str(file), _file_error(err))
+                failed(at, file, err)
                 return
             summary.chunks += result.chunks
             if result.unchanged:
@@ -1091,17 +1101,16 @@ class KnowledgeBase:
             else:
                 summary.updated += 1
 
-        files = iter(scan.files)
+        files = enumerate(scan.files)
 
         async def worker() -> None:
             nonlocal done
-            for file in files:  # shared: each file is taken by one worker
-                await index_file(file)
+            for at, file in files:  # shared: each file is taken by one worker
+                await index_file(at, file)
                 done += 1
                 if progress:
                     progress(done, total)
 
-        listed = len(summary.errors)  # the folders that could not be read come first
         workers = [asyncio.create_task(worker()) for _ in range(INDEX_WORKERS)]
         try:  # the first store-wide error ends the others (their writes under way finish)
             await asyncio.gather(*workers)
@@ -1109,7 +1118,7 @@ class KnowledgeBase:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-        summary.errors[listed:] = sorted(summary.errors[listed:])  # in the folder's order
+        summary.errors += [(file, why) for _, file, why in sorted(first_failures, reverse=True)]
         for gone in known:
             await self.delete_source(gone)
             summary.deleted += 1

@@ -83,9 +83,14 @@ def scan_dir(root: Path) -> FolderScan:
     return scan
 
 
-def read_bytes_limited(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The file's bytes, or a one-sentence `RAGError` when it is larger than `max_bytes`."""
+def read_bytes_limited(
+    path: Path, max_bytes: int = MAX_FILE_BYTES, within: Path | None = None
+) -> bytes:
+    """The file's bytes, or a one-sentence `RAGError` when it is larger than `max_bytes`
+    (or, with `within`, when the file opened is not inside that folder)."""
     with path.open("rb") as file:
+        if within is not None:
+            _check_inside(file.fileno(), path, within)
         raw = file.read(max_bytes + 1)
     if len(raw) > max_bytes:
         raise RAGError(
@@ -95,14 +100,31 @@ def read_bytes_limited(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     return raw
 
 
+def _check_inside(fd: int, path: Path, folder: Path) -> None:
+    """Refuse the opened file unless it lies inside `folder`: the folder's scan checks
+    links, but a file swapped for a link to a file elsewhere after the scan was read
+    through it and served (the file actually opened is looked at, where the system tells)."""
+    proc = Path(f"/proc/self/fd/{fd}")
+    real = Path(os.readlink(proc)) if proc.is_symlink() else path.resolve()
+    if not real.is_relative_to(folder):
+        raise RAGError(
+            f"{path} is now a link to a file outside the folder ({real}); it was not read."
+        )
+
+
 def read_local_document(
-    path: Path, max_bytes: int = MAX_FILE_BYTES, *, limits: DocumentLimits | None = None
+    path: Path,
+    max_bytes: int = MAX_FILE_BYTES,
+    *,
+    limits: DocumentLimits | None = None,
+    within: Path | None = None,
 ) -> tuple[str, str]:
     """(title, text) of a file; HTML goes through the same extraction as crawled pages,
-    PDF and DOCX through their readers."""
+    PDF and DOCX through their readers. With `within`, only a file inside that folder is
+    read (`_check_inside`)."""
     from rag_app.crawl.html_text import cap_title, html_to_text, markdown_title  # HTML parser
 
-    raw = read_bytes_limited(path, max_bytes)
+    raw = read_bytes_limited(path, max_bytes, within)
     document = DOCUMENT_SUFFIXES.get(path.suffix.lower())
     if document is not None:
         return extract_document(raw, kind=document, name=str(path), limits=limits)

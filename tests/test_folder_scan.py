@@ -212,16 +212,61 @@ async def test_files_of_a_folder_are_indexed_side_by_side_and_listed_in_order(
     words = ["あお", "あか", "きいろ", "みどり", "しろ", "くろ"]
     for i, word in enumerate(words):
         note(folder / f"{i}.md", word)
-    for name in ("b-bad.md", "a-bad.md"):
+    for name in ("b-bad.md", "a-bad.md", "a/x.md", "a b.md"):  # scan order: a/x.md first
+        (folder / name).parent.mkdir(exist_ok=True)
         (folder / name).write_bytes(b"\x00" * 2000)
     model = Overlapping(builtin_embed)
     kb = KnowledgeBase(settings, embed_model=model)
     try:
         summary = await kb.index_dir(folder)
-        assert summary.added == len(words) and summary.failed == 2, summary
-        assert [Path(path).name for path, _ in summary.errors] == ["a-bad.md", "b-bad.md"]
+        assert summary.added == len(words) and summary.failed == 4, summary
+        listed = [Path(path).relative_to(folder).as_posix() for path, _ in summary.errors]
+        assert listed == ["a/x.md", "a b.md", "a-bad.md", "b-bad.md"], listed
         assert model._most >= 2, model._most
         hit = (await kb.retrieve("みどり", n_results=1, mode="bm25")).hits[0]
         assert hit.source_url == (folder / "3.md").as_uri()
     finally:
         await kb.aclose()
+
+
+async def test_the_folders_first_failures_are_listed_whichever_finish_first(
+    kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the listing limit, the failures listed were the first to finish: a slow one
+    early in the folder (a long PDF) was left out for later quick ones."""
+    import rag_app.knowledge as knowledge
+
+    folder = tmp_path / "bad"
+    for i in range(6):
+        (folder / f"f{i}.md").parent.mkdir(exist_ok=True)
+        (folder / f"f{i}.md").write_bytes(b"\x00" * 200)
+    real = knowledge.fetch_file
+
+    async def slow_first(file: Path, *args: Any, **kwargs: Any) -> Any:
+        if file.name == "f0.md":
+            await asyncio.sleep(0.5)
+        return await real(file, *args, **kwargs)
+
+    monkeypatch.setattr(knowledge, "fetch_file", slow_first)
+    monkeypatch.setattr(knowledge, "MAX_LISTED_FILE_ERRORS", 3)
+    summary = await kb.index_dir(folder)
+    assert summary.failed == 6
+    assert [Path(path).name for path, _ in summary.errors] == ["f0.md", "f1.md", "f2.md"]
+
+
+async def test_a_file_that_became_a_link_out_of_the_folder_is_not_read(tmp_path: Path) -> None:
+    """The scan checks links, but a file swapped for a link to a file elsewhere after it
+    was read through it and served."""
+    from rag_app.errors import RAGError
+    from rag_app.fetching import Gone, fetch_file
+
+    folder, secret = tmp_path / "notes", tmp_path / "secret.md"
+    secret.write_text("# key\n\nSECRETTOKEN private\n", encoding="utf-8")
+    inside = note(folder / "inside.md", "なかみ")
+    (folder / "swapped.md").symlink_to(secret)  # as if swapped after the scan
+    (folder / "alias.md").symlink_to(inside)
+    with pytest.raises(RAGError, match="outside the folder"):
+        await fetch_file(folder / "swapped.md", None, within=folder)
+    assert "なかみ" in (await fetch_file(folder / "alias.md", None, within=folder)).text
+    (folder / "now-a-folder.md").mkdir()  # a file replaced by a folder since the scan
+    assert isinstance(await fetch_file(folder / "now-a-folder.md", None, within=folder), Gone)
