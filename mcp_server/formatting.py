@@ -106,7 +106,10 @@ MAX_LISTED_SECTIONS = 30
 
 def format_read(page: ReadResult) -> str:
     """`## Source: <url>` (title, section, character range), the text, then how to go on."""
-    where = " › ".join(p for p in (page.title, page.section) if p)
+    section = page.section.split(" > ") if page.section else []
+    if section and section[0] == page.title:  # named with the page title in front
+        section = section[1:]
+    where = " › ".join(p for p in (page.title, *section) if p)
     end = page.next_offset if page.next_offset is not None else page.total_chars
     head = f"## Source: {page.source}\n{where + ' · ' if where else ''}"
     head += f"{page.offset:,}–{end:,} / {page.total_chars:,} 文字"
@@ -114,12 +117,10 @@ def format_read(page: ReadResult) -> str:
     if not page.section and len(page.sections) > 1 and page.offset == 0:
         # the first page of a whole source names its sections, long or short (an error
         # for an unknown section sends the model here for them)
-        more = (
-            f" / …他 {len(page.sections) - MAX_LISTED_SECTIONS}件"
-            if len(page.sections) > MAX_LISTED_SECTIONS
-            else ""
-        )
-        lines += ["", "見出し: " + " / ".join(page.sections[:MAX_LISTED_SECTIONS]) + more]
+        # one per line: a heading may itself hold " / " (`Input / Output`)
+        lines += ["", "見出し:", *(f"- {p}" for p in page.sections[:MAX_LISTED_SECTIONS])]
+        if len(page.sections) > MAX_LISTED_SECTIONS:
+            lines.append(f"- …他 {len(page.sections) - MAX_LISTED_SECTIONS}件")
     if page.next_offset is not None:
         lines += ["", f"（続きあり: offset={page.next_offset} で続きを読めます）"]
     return "\n".join(lines)

@@ -319,7 +319,7 @@ def test_the_first_page_of_a_long_source_lists_its_sections() -> None:
         offset=0, next_offset=100, total_chars=5000, sections=sections,
     )  # fmt: skip
     text = format_read(first)
-    assert "見出し: Guide > Part 0 / Guide > Part 1" in text and "…他 5件" in text
+    assert "見出し:\n- Guide > Part 0\n- Guide > Part 1\n" in text and "\n- …他 5件" in text
     assert text.rstrip().endswith("（続きあり: offset=100 で続きを読めます）")
     later = ReadResult(
         source="https://ex.test/guide", title="Guide", section="", text="x" * 100,
@@ -347,3 +347,16 @@ def test_hits_left_out_by_the_budget_travel_and_are_said() -> None:
         "残りの 2 件は省略しました。n_results を減らすと各結果の本文が長くなります）"
     )
     assert SearchOutput.of(again).left_out == 2
+
+
+def test_read_names_its_section_once_and_lists_headings_holding_a_slash_unambiguously() -> None:
+    from mcp_server.formatting import format_read
+    from rag_app.results import ReadResult
+
+    page = ReadResult(
+        source="https://ex.test/s", title="Slash Doc", section="Slash Doc > Input / Output",
+        text="x", offset=0, next_offset=None, total_chars=1,
+    )  # fmt: skip
+    assert "\nSlash Doc › Input / Output · 0–1 / 1 文字" in format_read(page)
+    whole = replace(page, section="", sections=["Slash Doc > Input / Output", "Slash Doc > B"])
+    assert "見出し:\n- Slash Doc > Input / Output\n- Slash Doc > B" in format_read(whole)
