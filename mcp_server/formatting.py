@@ -87,16 +87,20 @@ def _ranked_hits(ranked: list[tuple[int, Hit]]) -> str:
 
 
 def _format_no_match(result: RetrievalResult) -> str:
-    """`NO_MATCH`, then one line per nearest hit: rank, title › heading path, URL."""
+    """`NO_MATCH`, then one line per nearest hit: rank, title › heading path, the chunk's
+    number when another line names the same place (three chunks of one section read as
+    one pointer three times), URL."""
     from rag_app.results import hit_place
 
     hits = result.hits or [*result.vector_hits, *result.bm25_hits]
     first = {h.node_id: h for h in reversed(hits)}  # each chunk once, at its first place
     hits = [first.pop(h.node_id) for h in hits if h.node_id in first]
     lines = [NO_MATCH, "", WEAK_CANDIDATES]
-    for rank, h in enumerate(hits, 1):
-        place = hit_place(h)
-        lines.append(f"- [{rank}] {place + ' — ' if place else ''}{h.source_url}")
+    places = [(hit_place(h), h.source_url) for h in hits]
+    for rank, (h, (place, url)) in enumerate(zip(hits, places, strict=True), 1):
+        if places.count((place, url)) > 1:
+            place = f"{place} (チャンク {h.chunk_index})".lstrip()
+        lines.append(f"- [{rank}] {place + ' — ' if place else ''}{url}")
     return "\n".join(lines)
 
 

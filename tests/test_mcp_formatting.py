@@ -360,3 +360,13 @@ def test_read_names_its_section_once_and_lists_headings_holding_a_slash_unambigu
     assert "\nSlash Doc › Input / Output · 0–1 / 1 文字" in format_read(page)
     whole = replace(page, section="", sections=["Slash Doc > Input / Output", "Slash Doc > B"])
     assert "見出し:\n- Slash Doc > Input / Output\n- Slash Doc > B" in format_read(whole)
+
+
+def test_declined_pointers_to_one_place_say_which_chunk() -> None:
+    same = [replace(A1, node_id=f"c{i}", chunk_index=i) for i in (938, 932)]
+    text = format_search(
+        RetrievalResult(query="q", mode="fused", hits=[*same, B1], confident=False)
+    )
+    assert "- [1] モンスター一覧 › モンスター › ボス (チャンク 938) — https://ex.test/a" in text
+    assert "- [2] モンスター一覧 › モンスター › ボス (チャンク 932) — https://ex.test/a" in text
+    assert "- [3] モンスター一覧 › モンスター › ボス — https://ex.test/b" in text
