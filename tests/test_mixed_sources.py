@@ -11,6 +11,7 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from rag_app.config import RAGSettings
+from rag_app.errors import StoreUnavailableError
 from rag_app.index.change_log import ChangeLog
 from rag_app.index.store import bm25_doc
 from rag_app.knowledge import KnowledgeBase
@@ -186,11 +187,26 @@ async def test_a_first_write_cut_off_before_its_record_is_recorded_at_the_next_o
 
 
 async def test_a_write_that_fails_part_way_is_settled_by_the_next_search(
+    chroma_server: int,
+    settings: RAGSettings,
+    counting_embed: CountingEmbedding,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write cut off inside a Chroma server (the server gone mid-write) left part of the
+    new version there and none in this process's BM25, and nothing settled it until a
+    restart or `rag check --repair`: searches here and on other machines disagreed."""
+    remote = settings.model_copy(update={"chroma_host": "127.0.0.1", "chroma_port": chroma_server})
+    kb = KnowledgeBase(remote, embed_model=counting_embed)
+    try:
+        await _settled_after_a_cut_off_write(kb, tmp_path, monkeypatch)
+    finally:
+        await kb.aclose()
+
+
+async def _settled_after_a_cut_off_write(
     kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A write cut off inside Chroma (its server gone, a full disk) left part of the new
-    version in Chroma and none in this process's BM25, and nothing settled it until a
-    restart or `rag check --repair`: searches here and on other machines disagreed."""
     notes = tmp_path / "notes"
     notes.mkdir()
     page = notes / "page.md"
@@ -206,8 +222,8 @@ async def test_a_write_that_fails_part_way_is_settled_by_the_next_search(
         raise ConnectionError("the Chroma server went away")
 
     monkeypatch.setattr(kb.store.chroma, "upsert_nodes", cut_off)
-    failed = await kb.index_dir(notes)
-    assert failed.failed == 1, failed
+    with pytest.raises(StoreUnavailableError, match="cannot be reached"):
+        await kb.index_dir(notes)
     monkeypatch.setattr(kb.store.chroma, "upsert_nodes", real)
 
     landed = [i for i in range(8) if f"marker{i}word" in "".join(

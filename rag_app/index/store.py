@@ -456,15 +456,18 @@ class KnowledgeStore:
 
     @contextlib.contextmanager
     def _settled_if_cut_off(self, source: str) -> Iterator[None]:
-        """A write of `source` that fails after its `begin` entry (the Chroma server gone
-        mid-write, a full disk) may have left part of it in Chroma: the source is settled
-        (`settle_failed_writes`) as soon as Chroma answers again, as the next start would
-        settle it. Without it, this process's BM25 stayed behind Chroma and the other
-        machines until a restart or `rag check --repair`."""
+        """A write of `source` to a Chroma server that fails after its `begin` entry (the
+        server gone mid-write) may have left part of it there: the source is settled
+        (`settle_failed_writes`) as soon as the server answers again, as the next start
+        would settle it. Without it, this process's BM25 stayed behind Chroma and the other
+        machines until a restart or `rag check --repair`. An embedded store is left to the
+        next start: its writes fail part-way on a full disk, where a settling write would
+        wedge embedded Chroma (the service then stopped answering for two minutes)."""
         try:
             yield
         except Exception:
-            self._failed_writes.add(source)
+            if self.poll_changes:
+                self._failed_writes.add(source)
             raise
 
     @property
