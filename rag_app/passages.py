@@ -557,12 +557,16 @@ def reading_text(
     last_path: str | None = None
     heading_line = ""  # the current section's heading, which its chunks repeat
     headed: set[str] = set()  # heading paths whose heading line is written
-    for _, chunk, path, level in sorted(pieces, key=lambda p: p[0]):
+    ordered = sorted(pieces, key=lambda p: p[0])
+    # a heading name two sections share (`Notes` under Install and under Upgrade) reads
+    # both, each under its parent headings, so the two can be told apart
+    shared = len({_section_root(p[2], section) for p in ordered} - {""}) > 1
+    for _, chunk, path, level in ordered:
         if not _in_section(path, section):
             last_path = None  # a later run of the same heading path is a section of its own
             continue
         if path != last_path:
-            above = _unwritten_parents(path, level, headed, section)
+            above = _unwritten_parents(path, level, headed, "" if shared else section)
             headed.add(path)
             if path and path not in seen:
                 paths.append(path)
@@ -581,6 +585,18 @@ def reading_text(
         written += len(added)
         tail = (tail + added)[-MAX_JOIN_OVERLAP:]
     return "".join(parts), paths
+
+
+def _section_root(heading_path: str, section: str) -> str:
+    """The heading path of the section `section` names within `heading_path` ("" when it
+    names none, or when no section is asked for)."""
+    if not section:
+        return ""
+    path, wanted = heading_path.split(" > "), section.split(" > ")
+    for i in range(len(path) - len(wanted) + 1):
+        if path[i : i + len(wanted)] == wanted:
+            return " > ".join(path[: i + len(wanted)])
+    return ""
 
 
 def _unwritten_parents(path: str, level: int, headed: set[str], section: str) -> list[str]:

@@ -80,6 +80,12 @@ async def test_a_heading_name_shared_by_two_sections_reads_both_and_a_wrong_one_
 ) -> None:
     both = await setup_kb.read_source(SOURCE, section="Install")
     assert "Linux install text" in both.text and "Mac install text" in both.text
+    # each under its parent headings, so the two can be told apart
+    linux, mac = both.text.index("## Linux"), both.text.index("## Mac")
+    assert linux < both.text.index("Linux install text") < mac < both.text.index("Mac install")
+    assert both.text.count("### Install") == 2 and both.text.count("# Setup") == 1
+    one = await setup_kb.read_source(SOURCE, section="Linux > Install")
+    assert "## Linux" not in one.text  # one section: no parents above it
     with pytest.raises(RAGError, match="has no section"):
         await setup_kb.read_source(SOURCE, section="Windows > Install")
 
