@@ -103,13 +103,21 @@ def read_bytes_limited(
 def _check_inside(fd: int, path: Path, folder: Path) -> None:
     """Refuse the opened file unless it lies inside `folder`: the folder's scan checks
     links, but a file swapped for a link to a file elsewhere after the scan was read
-    through it and served (the file actually opened is looked at, where the system tells)."""
-    proc = Path(f"/proc/self/fd/{fd}")
-    real = Path(os.readlink(proc)) if proc.is_symlink() else path.resolve()
+    through it and served. The file opened must be the one `path` resolves to inside the
+    folder (same device and inode), so a swap between the open and this check is caught
+    too."""
+    real = path.resolve()
     if not real.is_relative_to(folder):
         raise RAGError(
             f"{path} is now a link to a file outside the folder ({real}); it was not read."
         )
+    opened = os.fstat(fd)
+    try:
+        named = os.stat(real)
+    except OSError:
+        named = None
+    if named is None or (named.st_dev, named.st_ino) != (opened.st_dev, opened.st_ino):
+        raise RAGError(f"{path} changed while it was being read; run the index again.")
 
 
 def read_local_document(

@@ -270,3 +270,24 @@ async def test_a_file_that_became_a_link_out_of_the_folder_is_not_read(tmp_path:
     assert "なかみ" in (await fetch_file(folder / "alias.md", None, within=folder)).text
     (folder / "now-a-folder.md").mkdir()  # a file replaced by a folder since the scan
     assert isinstance(await fetch_file(folder / "now-a-folder.md", None, within=folder), Gone)
+
+
+def test_a_file_swapped_between_its_open_and_the_check_is_not_read(tmp_path: Path) -> None:
+    """The file opened is the one checked: a swap after the open is caught as well."""
+    from rag_app.errors import RAGError
+    from rag_app.local_files import read_bytes_limited
+
+    folder, secret = tmp_path / "notes", tmp_path / "secret.md"
+    secret.write_text("SECRETTOKEN private\n", encoding="utf-8")
+    target = note(folder / "zz.md", "もと")
+    real_open = Path.open
+
+    def open_then_swap(self: Path, *args: Any, **kwargs: Any) -> Any:
+        opened = real_open(secret if self == target else self, *args, **kwargs)
+        return opened  # what was opened is the secret; the path still names the note
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "open", open_then_swap)
+        with pytest.raises(RAGError, match="changed while it was being read"):
+            read_bytes_limited(target, within=folder)
+    assert read_bytes_limited(target, within=folder).startswith("# もと".encode())
