@@ -550,7 +550,7 @@ class KnowledgeBase:
         """
         await self.open()
         async with self._source_turn(source) as writes:
-            if self.store.needs_catch_up:  # another machine's reindex may have switched collections
+            if self.store.poll_changes:  # another machine's reindex may have switched collections
                 await asyncio.to_thread(self.store.catch_up)
             title = shorten(title, MAX_TITLE_CHARS)
             digest = content_hash(title, text, self.settings.rag_embed_context)
@@ -1408,7 +1408,7 @@ class KnowledgeBase:
 
         async def run() -> R:
             async with self._write_turn():
-                if self.store.needs_catch_up:  # follow another machine's reindex switch first
+                if self.store.poll_changes:  # follow another machine's reindex switch first
                     await asyncio.to_thread(self.store.catch_up)
                 value = await asyncio.to_thread(fn, *args)
             if then is not None:
@@ -1486,7 +1486,7 @@ class KnowledgeBase:
         that many from `offset`, sorted, so that a client pages a large store)."""
         await self.open(allow_model_mismatch=True)
         s = self.settings
-        if self.store.needs_catch_up:
+        if self.store.poll_changes:
             await asyncio.to_thread(self.store.catch_up)
         total, bm25_documents, counts = await asyncio.to_thread(self.store.counts)
         every = sorted(counts)

@@ -518,10 +518,7 @@ def _in_section(heading_path: str, section: str) -> bool:
     """`section` names this heading path or an ancestor of it, whole or by its last
     headings (`Linux > Install` or `Linux` in `Setup > Linux > Install`): its headings
     are a run of the path's."""
-    if not section:
-        return True
-    path, wanted = heading_path.split(" > "), section.split(" > ")
-    return any(path[i : i + len(wanted)] == wanted for i in range(len(path) - len(wanted) + 1))
+    return not section or bool(_section_root(heading_path, section))
 
 
 def section_forms(section: str, title: str) -> list[str]:

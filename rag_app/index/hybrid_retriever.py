@@ -141,7 +141,7 @@ class HybridRetriever(BaseRetriever):
             # with a Chroma server: other machines' writes are applied once per search,
             # beside the query embedding, before either side reads (BM25 and the vector copy)
             caught_up = asyncio.ensure_future(
-                asyncio.to_thread(self.store.catch_up) if self.store.needs_catch_up else _done()
+                asyncio.to_thread(self.store.catch_up) if self.store.poll_changes else _done()
             )
 
             async def vector_side() -> VectorMatches:

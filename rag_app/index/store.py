@@ -470,12 +470,6 @@ class KnowledgeStore:
                 self._failed_writes.add(source)
             raise
 
-    @property
-    def needs_catch_up(self) -> bool:
-        """Whether `catch_up` has anything to do: other writers to follow, or writes of
-        this process that failed part-way to settle."""
-        return self.poll_changes or bool(self._failed_writes)
-
     def settle_failed_writes(self) -> None:
         """Settle this process's writes that failed part-way: BM25 re-synced from Chroma,
         a closing entry for the other readers, and the record marked changed where its
