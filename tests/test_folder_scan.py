@@ -4,6 +4,7 @@ like a storage fault, folders that cannot be listed, very deep trees, links out 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -291,3 +292,39 @@ def test_a_file_swapped_between_its_open_and_the_check_is_not_read(tmp_path: Pat
         with pytest.raises(RAGError, match="changed while it was being read"):
             read_bytes_limited(target, within=folder)
     assert read_bytes_limited(target, within=folder).startswith("# もと".encode())
+
+
+def test_a_real_rag_index_does_not_serve_a_file_swapped_for_a_link_mid_run(
+    tmp_path: Path,
+) -> None:
+    """Real processes: once the first file of a real `rag index` is done (the folder has
+    been listed), the last file is swapped for a link to a key file elsewhere; the run
+    must not store the key, and says why it left the file out."""
+    import subprocess
+
+    from tests.processes import RAG, full_env, rag, store_env, write_notes
+
+    env = store_env(tmp_path)
+    folder = tmp_path / "notes"
+    write_notes(folder, "n", 40)
+    last = note(folder / "zz.md", "さいご")
+    secret = tmp_path / "key.md"
+    secret.write_text("# key\n\nSECRETTOKEN private\n", encoding="utf-8")
+    run = subprocess.Popen(
+        [RAG, "index", str(folder)], env=full_env(env), stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert run.stderr is not None
+        first = run.stderr.readline()  # `Indexing: 1/41 files`: listed, one file done
+        assert first.startswith("Indexing: "), first
+        last.unlink()
+        last.symlink_to(secret)
+        rest = run.stderr.read()
+        run.wait(120)
+    finally:
+        run.kill()
+    assert "zz.md" in rest and "outside the folder" in rest, rest
+    found = rag(env, "search", "SECRETTOKEN", "--mode", "bm25", "--json")
+    assert found.returncode == 0, found.stderr
+    assert not json.loads(found.stdout)["hits"], found.stdout[-500:]
+    rag(env, "service", "stop")
